@@ -1,0 +1,5 @@
+import sys
+
+from jetkafka.cli import main
+
+sys.exit(main())

@@ -1,0 +1,6 @@
+"""The channel: fetching, the partition queue, and the workers."""
+
+from jetkafka.channel.inbound import InboundChannel
+from jetkafka.channel.worker import OffsetOutOfRange
+
+__all__ = ["InboundChannel", "OffsetOutOfRange"]

@@ -1,0 +1,216 @@
+"""The fetcher: one librdkafka consumer per channel, with manual partition assignment.
+
+Only the fetcher thread calls the fetching consumer (librdkafka's Python binding hangs when
+one consumer is called from a second thread while ``consume`` runs); other threads post
+commands (assign, unassign, seek, resume, mirror commits) that it applies between polls, and
+read metadata and watermarks through a second, idle consumer. Messages are routed to their
+partition's bounded buffer; a full buffer pauses fetching of that partition in librdkafka, so a
+large backlog costs at most ``buffer_max_events`` / ``buffer_max_bytes`` per partition plus
+librdkafka's own pre-fetch queue (``queued.max.messages.kbytes``).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from jetkafka.channel.budget import BufferBudget
+from jetkafka.channel.partition import PartitionState
+from jetkafka.errors import ConnectError, TopicNotFound
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, int]
+
+# Properties jetkafka needs for manual assignment with offsets kept in ZooKeeper.
+_FORCED = {"enable.auto.commit": False, "enable.auto.offset.store": False, "enable.partition.eof": False}
+
+
+def consumer_config(kafka: Mapping[str, Any], group: str) -> dict[str, Any]:
+    conf: dict[str, Any] = {"group.id": f"jetkafka.{group}", "auto.offset.reset": "error"}
+    conf.update(kafka)
+    conf.update(_FORCED)
+    return conf
+
+
+class Fetcher:
+    def __init__(
+        self,
+        kafka: Mapping[str, Any],
+        group: str,
+        states: Callable[[Key], PartitionState | None],
+        on_data: Callable[[PartitionState], None],
+        budget: BufferBudget,
+        max_poll: int = 1000,
+    ) -> None:
+        self._conf = consumer_config(kafka, group)
+        self._bootstrap = str(self._conf.get("bootstrap.servers", "?"))
+        self.consumer = Consumer(self._conf, logger=logging.getLogger("jetkafka.librdkafka"))
+        self._meta = Consumer(self._conf, logger=logging.getLogger("jetkafka.librdkafka"))
+        self._meta_lock = threading.Lock()
+        self._states = states
+        self._on_data = on_data
+        self._budget = budget
+        self._max_poll = max_poll
+        self._commands: queue.SimpleQueue[tuple[str, Key, int]] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._assigned: set[Key] = set()  # fetcher thread only
+        self._thread: threading.Thread | None = None
+        self.events_fetched = 0
+
+    # -- metadata (any thread) -------------------------------------------------------------
+
+    def partition_counts(self, topics: tuple[str, ...], timeout: float = 10.0) -> dict[str, int]:
+        try:
+            with self._meta_lock:
+                meta = self._meta.list_topics(timeout=timeout)
+        except KafkaException as exc:
+            raise ConnectError(
+                f"cannot reach Kafka at {self._bootstrap} ({exc.args[0].str()}); check kafka.bootstrap.servers "
+                "and that the broker runs (for a local one: jetkafka dev up)"
+            ) from None
+        counts = {}
+        for topic in topics:
+            tmeta = meta.topics.get(topic)
+            if tmeta is None or tmeta.error is not None or not tmeta.partitions:
+                raise TopicNotFound(
+                    f"topic {topic!r} does not exist on {self._bootstrap}; create it, or fix channel.topics"
+                )
+            counts[topic] = len(tmeta.partitions)
+        return counts
+
+    def watermarks(self, topic: str, partition: int, timeout: float = 10.0) -> tuple[int, int]:
+        try:
+            with self._meta_lock:
+                low, high = self._meta.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+        except KafkaException as exc:
+            raise ConnectError(f"{topic}[{partition}]: cannot read watermarks from {self._bootstrap}: {exc}") from None
+        return int(low), int(high)
+
+    # -- commands (any thread) -------------------------------------------------------------
+
+    def assign(self, key: Key, offset: int) -> None:
+        self._commands.put(("assign", key, offset))
+
+    def unassign(self, key: Key) -> None:
+        self._commands.put(("unassign", key, -1))
+
+    def seek(self, key: Key, offset: int) -> None:
+        """Restart fetching at ``offset``; the caller already called ``state.reposition``."""
+        self._commands.put(("seek", key, offset))
+
+    def resume(self, key: Key) -> None:
+        self._commands.put(("resume", key, -1))
+
+    def mirror_commit(self, key: Key, offset: int) -> None:
+        """Copy a committed offset to Kafka's group offsets, for standard lag tools."""
+        self._commands.put(("commit", key, offset))
+
+    # -- the fetcher thread ----------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="jetkafka-fetcher", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self.consumer.close()
+        with self._meta_lock:
+            self._meta.close()
+
+    def _run(self) -> None:
+        consume = self.consumer.consume
+        while not self._stop.is_set():
+            self._apply_commands()
+            if not self._budget.wait_for_room(0.1):
+                continue
+            try:
+                msgs = consume(num_messages=self._max_poll, timeout=0.1)
+            except KafkaException as exc:  # consumer closed or fatal
+                log.error("fetch failed: %s", exc)
+                self._stop.wait(1.0)
+                continue
+            if msgs:
+                self._route(msgs)
+
+    def _route(self, msgs: list[Any]) -> None:
+        run: list[Any] = []
+        run_key: Key | None = None
+        for m in msgs:
+            if m.error() is not None:
+                self._flush(run_key, run)
+                run, run_key = [], None
+                self._on_error(m)
+                continue
+            key = (m.topic(), m.partition())
+            if key != run_key:
+                self._flush(run_key, run)
+                run, run_key = [], key
+            run.append(m)
+        self._flush(run_key, run)
+
+    def _flush(self, key: Key | None, run: list[Any]) -> None:
+        if not run or key is None:
+            return
+        state = self._states(key)
+        if state is None:
+            return  # released since the fetch: drop
+        self.events_fetched += len(run)
+        if state.append(run):
+            self.consumer.pause([TopicPartition(key[0], key[1])])
+        self._on_data(state)
+
+    def _on_error(self, m: Any) -> None:
+        err: KafkaError = m.error()
+        code = err.code()
+        key = (m.topic(), m.partition()) if m.topic() is not None else None
+        if code in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET) and key is not None:
+            state = self._states(key)
+            if state is not None:
+                with state.lock:
+                    state.out_of_range = True
+                log.error("%s[%d]: fetch offset %d is out of range on the broker", key[0], key[1], state.fetch_next)
+                self._on_data(state)
+            return
+        if err.fatal():
+            log.critical("fatal Kafka error: %s", err.str())
+        elif code in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
+            log.warning("Kafka unreachable (%s); librdkafka keeps retrying", err.str())
+        else:
+            log.warning("Kafka error%s: %s", f" on {key[0]}[{key[1]}]" if key else "", err.str())
+
+    def _apply_commands(self) -> None:
+        while True:
+            try:
+                op, key, offset = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            tp = TopicPartition(key[0], key[1], offset)
+            try:
+                if op in ("assign", "seek"):
+                    # Re-assigning discards whatever librdkafka pre-fetched from the old position.
+                    if key in self._assigned:
+                        self.consumer.incremental_unassign([TopicPartition(key[0], key[1])])
+                    self.consumer.incremental_assign([tp])
+                    self._assigned.add(key)
+                    state = self._states(key)
+                    if state is not None and op == "seek":
+                        with state.lock:
+                            state.seek_pending = False
+                    log.debug("%s[%d]: fetching from offset %d", key[0], key[1], offset)
+                elif op == "unassign" and key in self._assigned:
+                    self.consumer.incremental_unassign([TopicPartition(key[0], key[1])])
+                    self._assigned.discard(key)
+                elif op == "resume":
+                    self.consumer.resume([TopicPartition(key[0], key[1])])
+                elif op == "commit":
+                    self.consumer.commit(offsets=[tp], asynchronous=True)
+            except KafkaException as exc:
+                log.error("%s[%d]: %s of offset %d failed: %s", key[0], key[1], op, offset, exc)

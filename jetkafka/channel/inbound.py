@@ -1,0 +1,320 @@
+"""InboundChannel: consume a group's share of a topic's partitions with a pool of workers.
+
+Life of a partition in a channel: the group membership takes it (fenced take-over in
+ZooKeeper); the channel starts fetching at the committed offset (or at ``auto_offset_reset``,
+committed at once so a later owner starts at the same place); workers take turns on it, one
+at a time, batch after batch, in offset order; when it is released (rebalance, shutdown) the
+worker holding it finishes its batch, calls ``on_stream_termination``, applies the response,
+and only then gives up the owner node.
+
+Delivery guarantee with ``BatchResponse.advance()``: at least once. A batch is committed after
+the processor returned; a crash before the commit re-delivers at most the uncommitted batches
+of the crashed instance, from the last committed offset. A graceful shutdown or rebalance
+re-delivers nothing when ``on_stream_termination`` returns ``advance()`` (or when every batch
+was advanced).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from jetkafka.channel.budget import BufferBudget
+from jetkafka.channel.fetcher import Fetcher
+from jetkafka.channel.partition import PartitionState
+from jetkafka.channel.stats import ChannelStats
+from jetkafka.channel.work_queue import PartitionQueue
+from jetkafka.channel.worker import BatchRunner
+from jetkafka.config import JetkafkaConfig, load_config, parse_config
+from jetkafka.coordination.controller import KafkaController
+from jetkafka.coordination.membership import GroupMembership
+from jetkafka.coordination.offsets import CommitUncertain
+from jetkafka.coordination.ownership import Lease
+from jetkafka.coordination.registry import new_consumer_id
+from jetkafka.errors import CommitFenced, ConfigError, JetkafkaError
+from jetkafka.processors.base import BatchEventProcessor
+from jetkafka.processors.loading import load_processor
+
+log = logging.getLogger("jetkafka.channel")
+
+Key = tuple[str, int]
+
+
+class InboundChannel:
+    """A consumer of ``channel.topics`` in group ``channel.group``.
+
+    Build it from a file (:meth:`from_yaml`), a dict (:meth:`from_dict`) or a
+    :class:`JetkafkaConfig`; pass a processor instance, or let the channel build the one named
+    in ``processor.class``. :meth:`start` connects and joins the group; :meth:`shutdown`
+    leaves it gracefully.
+    """
+
+    def __init__(
+        self,
+        config: JetkafkaConfig,
+        processor: BatchEventProcessor | None = None,
+        *,
+        controller: KafkaController | None = None,
+        pythonpath: Sequence[str] = (),
+        consumer_id: str | None = None,
+    ) -> None:
+        if processor is None:
+            if config.processor is None:
+                raise ConfigError(
+                    config.source,
+                    "processor",
+                    "no processor given",
+                    'add a section processor: {class: "package.module:ClassName"}, '
+                    "or pass processor= to InboundChannel",
+                )
+            processor = load_processor(config.processor, pythonpath)
+        if not isinstance(processor, BatchEventProcessor):
+            raise TypeError(f"processor must be a BatchEventProcessor, got {type(processor).__name__}")
+        self.config = config
+        self.processor = processor
+        # One id for the life of this channel object, so resubscribes keep the group's order.
+        self.consumer_id = consumer_id or new_consumer_id()
+        self.stats = ChannelStats()
+        self._given_controller = controller
+        self._controller: KafkaController | None = None
+        self._states: dict[Key, PartitionState] = {}
+        self._states_cond = threading.Condition()
+        self._queue: PartitionQueue | None = None
+        self._fetcher: Fetcher | None = None
+        self._membership: GroupMembership | None = None
+        self._runner: BatchRunner | None = None
+        self._workers: list[threading.Thread] = []
+        self._workers_stop = threading.Event()
+        self._suspended = False
+        self._running = False
+
+    @classmethod
+    def from_yaml(
+        cls, path: str | os.PathLike[str], processor: BatchEventProcessor | None = None, **kwargs: Any
+    ) -> InboundChannel:
+        return cls(load_config(path), processor, **kwargs)
+
+    @classmethod
+    def from_dict(
+        cls, data: Mapping[str, Any], processor: BatchEventProcessor | None = None, **kwargs: Any
+    ) -> InboundChannel:
+        return cls(parse_config(data), processor, **kwargs)
+
+    # -- life cycle ------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    def start(self) -> None:
+        """Connect to ZooKeeper and Kafka, check the topics, join the group and start working.
+
+        Raises :class:`ConnectError` or :class:`TopicNotFound` with the cause and the fix.
+        """
+        if self._running:
+            return
+        cfg = self.config.channel
+        self._controller = self._given_controller or KafkaController.shared(self.config.zookeeper)
+        try:
+            self._queue = PartitionQueue(cfg.idle_ms)
+            self._budget = BufferBudget(cfg.buffer_max_events, cfg.buffer_max_bytes)
+            self._fetcher = Fetcher(self.config.kafka, cfg.group, self._state, self._queue.offer, self._budget)
+            self._membership = GroupMembership(self._controller, cfg, self, self.consumer_id)
+            self._runner = BatchRunner(
+                cfg,
+                self.processor,
+                self._membership,
+                self._fetcher,
+                self.stats,
+                self._remove,
+                lambda: not self._suspended,
+            )
+            self._fetcher.start()
+            self._workers_stop.clear()
+            self._workers = [
+                threading.Thread(target=self._work, name=f"jetkafka-worker-{i}", daemon=True)
+                for i in range(cfg.threads)
+            ]
+            for t in self._workers:
+                t.start()
+            self._membership.start()
+        except BaseException:
+            self._teardown()
+            raise
+        self._running = True
+        log.info(
+            "channel %s started: consumer %s, topics %s, %d threads, coordinator %s",
+            cfg.group,
+            self.consumer_id,
+            ",".join(cfg.topics),
+            cfg.threads,
+            cfg.coordinator,
+        )
+
+    def shutdown(self, timeout: float | None = None) -> bool:
+        """Leave the group gracefully; True when every partition was released in time.
+
+        Stops taking partitions, deregisters (so others re-plan at once), lets each in-flight
+        batch finish, calls ``on_stream_termination`` per partition and applies its response,
+        then deletes each owner node as soon as that partition is done.
+        """
+        if not self._running:
+            return True
+        self._running = False
+        timeout = self.config.channel.shutdown_timeout_s if timeout is None else timeout
+        assert self._membership is not None
+        self._membership.leave_group()
+        self.release_requested(self._membership.release_all(), "shutdown")
+        deadline = time.monotonic() + timeout
+        with self._states_cond:
+            while self._states and time.monotonic() < deadline:
+                self._states_cond.wait(min(0.5, max(0.0, deadline - time.monotonic())))
+            stuck = sorted(self._states)
+        if stuck:
+            log.error(
+                "shutdown timed out after %.1f s with %s still in hand; their uncommitted batches will be "
+                "re-read by the next owner",
+                timeout,
+                ", ".join(f"{t}[{p}]" for t, p in stuck),
+            )
+        self._teardown()
+        log.info("channel %s stopped: %s", self.config.channel.group, self.stats.summary())
+        return not stuck
+
+    def _teardown(self) -> None:
+        self._workers_stop.set()
+        if self._queue is not None:
+            self._queue.close()
+        for t in self._workers:
+            t.join(timeout=5)
+        self._workers = []
+        if self._membership is not None:
+            self._membership.stop()
+        if self._fetcher is not None:
+            self._fetcher.stop()
+        if self._controller is not None and self._given_controller is None:
+            self._controller.release()
+        self._controller = None
+
+    def __enter__(self) -> InboundChannel:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    # -- introspection ---------------------------------------------------------------------
+
+    def owned_partitions(self) -> list[Key]:
+        """The partitions this channel holds now, sorted."""
+        with self._states_cond:
+            return sorted(self._states)
+
+    def positions(self) -> dict[Key, int]:
+        """Next offset to process of each held partition."""
+        with self._states_cond:
+            return {k: s.position for k, s in self._states.items()}
+
+    # -- the workers -----------------------------------------------------------------------
+
+    def _work(self) -> None:
+        assert self._queue is not None and self._runner is not None
+        queue, runner = self._queue, self._runner
+        while not self._workers_stop.is_set():
+            state = queue.take(timeout=0.5)
+            if state is None:
+                continue
+            try:
+                runner.run_turn(state)
+            except Exception:
+                # Kafka or ZooKeeper calls inside a turn can fail; the partition is retried.
+                log.exception("%s[%d]: turn failed at offset %d; retrying in 1 s", *state.key, state.position)
+                state.not_before = time.monotonic() + 1.0
+            finally:
+                queue.give_back(state)
+
+    # -- PartitionHolder (called by the membership) ----------------------------------------
+
+    def _state(self, key: Key) -> PartitionState | None:
+        return self._states.get(key)
+
+    def partition_counts(self, topics: tuple[str, ...]) -> Mapping[str, int]:
+        assert self._fetcher is not None
+        return self._fetcher.partition_counts(topics)
+
+    def partitions_taken(self, leases: list[Lease]) -> None:
+        assert self._fetcher is not None and self._queue is not None and self._membership is not None
+        cfg = self.config.channel
+        for lease in leases:
+            offset = lease.committed
+            if offset is None:
+                low, high = self._fetcher.watermarks(lease.topic, lease.partition)
+                offset = low if cfg.auto_offset_reset == "earliest" else high
+                try:
+                    # Committed at once: a later owner must start where this one did.
+                    self._membership.commit(lease, offset)
+                except (CommitFenced, CommitUncertain) as exc:
+                    log.error("%s[%d]: initial commit failed (%s); giving it up", lease.topic, lease.partition, exc)
+                    self._membership.finish_release(lease.key)
+                    continue
+                log.info(
+                    "%s[%d]: no committed offset; starting at %s offset %d",
+                    lease.topic,
+                    lease.partition,
+                    cfg.auto_offset_reset,
+                    offset,
+                )
+            state = PartitionState(lease, offset, cfg.buffer_max_events, cfg.buffer_max_bytes, self._budget)
+            state.committed = offset
+            with self._states_cond:
+                old = self._states.get(lease.key)
+                self._states[lease.key] = state
+                self._budget.set_partitions(len(self._states))
+            if old is not None:  # lost and taken again before a worker handled the loss
+                old.lost_reason = old.lost_reason or "taken again"
+            self._fetcher.assign(lease.key, offset)
+            self._queue.offer(state)
+
+    def release_requested(self, keys: list[Key], reason: str) -> None:
+        assert self._queue is not None and self._membership is not None
+        for key in keys:
+            state = self._states.get(key)
+            if state is None:
+                self._membership.finish_release(key)
+                continue
+            state.release_reason = reason
+            self._queue.offer(state)
+
+    def partitions_lost(self, keys: list[Key], reason: str) -> None:
+        assert self._queue is not None
+        for key in keys:
+            state = self._states.get(key)
+            if state is not None:
+                state.lost_reason = reason
+                self._queue.offer(state)
+
+    def commits_suspended(self, suspended: bool) -> None:
+        self._suspended = suspended
+
+    def _remove(self, state: PartitionState) -> None:
+        assert self._fetcher is not None
+        with state.lock:
+            state.removed = True
+            state.budget.removed(len(state.messages), state.buffered_bytes)
+            state.messages.clear()
+            state.buffered_bytes = 0
+        with self._states_cond:
+            current = self._states.get(state.key) is state
+            if current:
+                del self._states[state.key]
+                self._budget.set_partitions(len(self._states))
+            self._states_cond.notify_all()
+        if current:  # else the partition was taken again already and is being fetched anew
+            self._fetcher.unassign(state.key)
+
+
+__all__ = ["InboundChannel", "JetkafkaError"]

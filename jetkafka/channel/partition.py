@@ -1,0 +1,140 @@
+"""One owned partition inside a channel: its buffer, its position and its turn.
+
+The fetcher thread appends to the buffer; the worker that holds the partition's turn takes
+batches from it. ``lock`` guards the buffer fields only; the processing fields (``position``,
+``committed``, ``redeliver`` …) are touched by the worker holding the turn, and the queue
+guarantees there is at most one such worker.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import time
+from collections import deque
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from confluent_kafka import Message
+
+    from jetkafka.channel.budget import BufferBudget
+
+    from jetkafka.coordination.ownership import Lease
+
+
+class Turn(enum.Enum):
+    IDLE = "idle"  # nobody holds it and it is not queued
+    QUEUED = "queued"  # waiting for a free worker
+    IN_HAND = "in hand"  # one worker is running it
+
+
+class PartitionState:
+    # A partition is paused in librdkafka only this far beyond its own share of the budget.
+    PAUSE_FACTOR = 4
+
+    def __init__(
+        self, lease: Lease, start_offset: int, buffer_max_events: int, buffer_max_bytes: int, budget: BufferBudget
+    ) -> None:
+        self.topic = lease.topic
+        self.partition = lease.partition
+        self.key = lease.key
+        self.lease = lease
+        self.buffer_max_events = buffer_max_events
+        self.buffer_max_bytes = buffer_max_bytes
+        self.budget = budget
+
+        self.lock = threading.Lock()
+        self.messages: deque[Message] = deque()
+        self.buffered_bytes = 0
+        self.fetch_next = start_offset  # next offset the fetcher may append
+        self.seek_pending = False  # drop appends until the fetcher re-positions
+        self.fetch_paused = False  # librdkafka fetching paused because the buffer is full
+        self.out_of_range = False  # the broker reported the fetch offset out of range
+
+        self.position = start_offset  # next offset to hand to the processor
+        self.committed: int | None = lease.committed
+        self.commit_pending: int | None = None  # an advance ZooKeeper could not take yet
+        self.redeliver: list[Message] | None = None
+        self.error_attempts = 0
+
+        self.turn = Turn.IDLE
+        self.not_before = 0.0
+        self.timer_at: float | None = None
+        self.last_activity = time.monotonic()
+        self.idle_fired = False
+        self.release_reason: str | None = None
+        self.lost_reason: str | None = None
+        self.removed = False
+
+    # -- fetcher side ----------------------------------------------------------------------
+
+    def append(self, run: list[Message]) -> bool:
+        """Append consecutive messages of this partition; returns True if fetching should pause."""
+        with self.lock:
+            if self.seek_pending or self.removed:
+                return False
+            if run[0].offset() < self.fetch_next:
+                # Re-delivered after a pause/resume of the fetch: keep offsets strictly rising.
+                run = [m for m in run if m.offset() >= self.fetch_next]
+                if not run:
+                    return False
+            self.messages.extend(run)
+            size = sum(len(m) for m in run)
+            self.buffered_bytes += size
+            self.budget.added(len(run), size)
+            self.fetch_next = run[-1].offset() + 1
+            k = self.PAUSE_FACTOR
+            full = len(self.messages) >= k * self.buffer_max_events or self.buffered_bytes >= k * self.buffer_max_bytes
+            if full and not self.fetch_paused:
+                self.fetch_paused = True
+                return True
+            return False
+
+    # -- worker side -----------------------------------------------------------------------
+
+    def take_batch(self, max_events: int, max_bytes: int) -> tuple[list[Message], bool]:
+        """Up to ``max_events`` / ``max_bytes`` (at least one event); and whether to resume fetching."""
+        with self.lock:
+            msgs = self.messages
+            if len(msgs) <= max_events and self.buffered_bytes <= max_bytes:
+                batch = list(msgs)
+                msgs.clear()
+                size = self.buffered_bytes
+                self.buffered_bytes = 0
+            else:
+                batch = []
+                size = 0
+                while msgs and len(batch) < max_events:
+                    n = len(msgs[0])
+                    if batch and size + n > max_bytes:
+                        break
+                    batch.append(msgs.popleft())
+                    size += n
+                self.buffered_bytes -= size
+            self.budget.removed(len(batch), size)
+            resume = False
+            if self.fetch_paused and (
+                len(msgs) <= self.buffer_max_events and self.buffered_bytes <= self.buffer_max_bytes
+            ):
+                self.fetch_paused = False
+                resume = True
+            return batch, resume
+
+    def reposition(self, offset: int) -> None:
+        """Drop the buffer and expect the fetcher to restart at ``offset``."""
+        with self.lock:
+            self.budget.removed(len(self.messages), self.buffered_bytes)
+            self.messages.clear()
+            self.buffered_bytes = 0
+            self.fetch_next = offset
+            self.seek_pending = True
+            self.fetch_paused = False
+            self.out_of_range = False
+        self.position = offset
+        self.redeliver = None
+
+    def has_buffered(self) -> bool:
+        return bool(self.messages) or self.redeliver is not None
+
+    def __repr__(self) -> str:
+        return f"{self.topic}[{self.partition}]@{self.position}"

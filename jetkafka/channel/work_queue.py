@@ -1,0 +1,110 @@
+"""The queue of partitions waiting for a worker.
+
+Guarantee: a partition is in at most one worker's hands at a time. A partition is queued only
+from IDLE, taken only from QUEUED, and returned to IDLE by the worker that took it, all under
+one lock; so events of one partition are processed by one thread at a time, in offset order.
+
+A partition is queued when it has work: buffered events, a batch to re-deliver, a release or
+a loss to handle, or an idle callback due. ``wait(ms)`` responses and error back-offs hold it
+out of the queue until their time has come (releases and losses do not wait).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+from collections import deque
+
+from jetkafka.channel.partition import PartitionState, Turn
+
+
+class PartitionQueue:
+    def __init__(self, idle_ms: int) -> None:
+        self._idle_s = idle_ms / 1000
+        self._cond = threading.Condition()
+        self._ready: deque[PartitionState] = deque()
+        self._timers: list[tuple[float, int, PartitionState]] = []
+        self._seq = itertools.count()
+        self._closed = False
+
+    def _due(self, state: PartitionState, now: float) -> float | None:
+        """0 if ``state`` has work now, a future time if it will, None if it waits for data."""
+        if state.removed:
+            return None
+        if state.lost_reason is not None or state.release_reason is not None:
+            return 0.0
+        if now < state.not_before:
+            return state.not_before
+        if state.has_buffered() or state.commit_pending is not None or state.out_of_range:
+            return 0.0
+        if self._idle_s > 0 and not state.idle_fired:
+            at = state.last_activity + self._idle_s
+            return 0.0 if at <= now else at
+        return None
+
+    def _offer_locked(self, state: PartitionState, now: float) -> None:
+        if state.turn is not Turn.IDLE:
+            return
+        due = self._due(state, now)
+        if due == 0.0:
+            state.turn = Turn.QUEUED
+            self._ready.append(state)
+            self._cond.notify()
+        elif due is not None and (state.timer_at is None or due < state.timer_at):
+            # One pending timer per partition: an earlier one re-evaluates when it fires.
+            state.timer_at = due
+            heapq.heappush(self._timers, (due, next(self._seq), state))
+            self._cond.notify()  # a sleeping worker may need to wake earlier
+
+    def offer(self, state: PartitionState) -> None:
+        """Queue ``state`` if it is idle and has work (fetcher, rebalancer, controls)."""
+        with self._cond:
+            self._offer_locked(state, time.monotonic())
+
+    def take(self, timeout: float) -> PartitionState | None:
+        """The next partition with work, now in the caller's hands; None on timeout or close."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not self._closed:
+                now = time.monotonic()
+                while self._timers and self._timers[0][0] <= now:
+                    at, _, state = heapq.heappop(self._timers)
+                    if state.timer_at == at:
+                        state.timer_at = None
+                    self._offer_locked(state, now)
+                if self._ready:
+                    state = self._ready.popleft()
+                    state.turn = Turn.IN_HAND
+                    return state
+                wake = deadline
+                if self._timers:
+                    wake = min(wake, self._timers[0][0])
+                if now >= deadline:
+                    return None
+                self._cond.wait(max(0.0, wake - now))
+            return None
+
+    def give_back(self, state: PartitionState) -> None:
+        """The worker is done with its turn; the partition is queued again if it has work."""
+        with self._cond:
+            state.turn = Turn.IDLE
+            self._offer_locked(state, time.monotonic())
+            self._cond.notify_all()
+
+    def wait_idle(self, state: PartitionState, timeout: float) -> bool:
+        """Block until ``state`` is not in a worker's hands; False on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while state.turn is Turn.IN_HAND:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+            return True
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()

@@ -1,0 +1,308 @@
+"""What a worker does with a partition during its turn.
+
+One turn handles, in this order of precedence: a loss (``on_exception`` with
+:class:`PartitionLost`, nothing committed), a release (``on_stream_termination``, its response
+applied, the owner node deleted), an out-of-range fetch offset, a pending commit, and then
+either one batch or one idle callback.
+
+A processor callback that raises goes to ``on_exception``; when that returns None the same
+batch is re-delivered after an exponential back-off. Events are never skipped unless the
+processor says so, and nothing ever rewinds to offset 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from jetkafka.channel.partition import PartitionState
+from jetkafka.coordination.offsets import CommitUncertain
+from jetkafka.errors import CommitFenced, PartitionLost
+from jetkafka.events import EventBatch, PartitionSource
+from jetkafka.processors.base import BatchEventProcessor, BatchResponse, ResponseKind
+
+if TYPE_CHECKING:
+    from jetkafka.channel.fetcher import Fetcher
+    from jetkafka.channel.stats import ChannelStats
+    from jetkafka.config import ChannelConfig
+    from jetkafka.coordination.membership import GroupMembership
+
+log = logging.getLogger("jetkafka.channel")
+
+
+class OffsetOutOfRange(Exception):
+    """The next offset to read is outside the partition's log on the broker."""
+
+    def __init__(self, topic: str, partition: int, offset: int, low: int, high: int) -> None:
+        self.topic, self.partition, self.offset, self.low, self.high = topic, partition, offset, low, high
+        super().__init__(
+            f"{topic}[{partition}]: offset {offset} is out of range; the broker holds {low}..{high - 1}"
+            if high > low
+            else f"{topic}[{partition}]: offset {offset} is out of range; the partition is empty at {low}"
+        )
+
+
+class BatchRunner:
+    def __init__(
+        self,
+        config: ChannelConfig,
+        processor: BatchEventProcessor,
+        membership: GroupMembership,
+        fetcher: Fetcher,
+        stats: ChannelStats,
+        remove: Callable[[PartitionState], None],
+        commits_allowed: Callable[[], bool],
+    ) -> None:
+        self.config = config
+        self.processor = processor
+        self.membership = membership
+        self.fetcher = fetcher
+        self.stats = stats
+        self._remove = remove
+        self._commits_allowed = commits_allowed
+
+    # -- one turn --------------------------------------------------------------------------
+
+    def run_turn(self, state: PartitionState) -> None:
+        if state.lost_reason is not None:
+            self._lose(state)
+        elif not self._commits_allowed():
+            # ZooKeeper suspended: start nothing that would need a commit or an owner-node delete.
+            state.not_before = time.monotonic() + 0.2
+        elif state.release_reason is not None:
+            self._release(state)
+        elif state.out_of_range:
+            self._out_of_range(state)
+        elif state.commit_pending is not None and not self._commit(state, state.commit_pending):
+            pass
+        elif state.has_buffered():
+            self._batch(state)
+        else:
+            self._idle(state)
+
+    def _source(self, state: PartitionState, head: int, next_offset: int) -> PartitionSource:
+        return PartitionSource(
+            state.topic,
+            state.partition,
+            head,
+            state.committed,
+            next_offset,
+            commit=lambda offset: self._commit_or_raise(state, offset),
+        )
+
+    def _batch(self, state: PartitionState) -> None:
+        if state.redeliver is not None:
+            batch = state.redeliver
+        else:
+            batch, resume = state.take_batch(self.config.batch_max_events, self.config.batch_max_bytes)
+            if resume:
+                self.fetcher.resume(state.key)
+            if not batch:
+                return
+        head, last = batch[0].offset(), batch[-1].offset()
+        source = self._source(state, head, last + 1)
+        started = time.perf_counter()
+        try:
+            response = self.processor.on_next_batch(source, EventBatch(batch))
+            if not isinstance(response, BatchResponse):
+                raise TypeError(
+                    f"{type(self.processor).__name__}.on_next_batch must return a BatchResponse "
+                    f"(e.g. BatchResponse.advance()), got {response!r}"
+                )
+        except PartitionLost as exc:
+            state.lost_reason = exc.reason
+            return
+        except Exception as exc:
+            self.stats.batch_failed(state.key)
+            self._failed(state, source, batch, exc)
+            return
+        self.stats.batch_done(state.key, len(batch), time.perf_counter() - started, response.kind)
+        state.redeliver = None
+        state.error_attempts = 0
+        state.last_activity = time.monotonic()
+        state.idle_fired = False
+        if self._apply(state, response, last + 1):
+            self._call(state, "on_batch_processed", source)
+
+    def _failed(self, state: PartitionState, source: PartitionSource, batch: list[Any], exc: Exception) -> None:
+        state.error_attempts += 1
+        log.error(
+            "%s[%d]: processor failed on offsets %d..%d (attempt %d): %s: %s",
+            state.topic,
+            state.partition,
+            batch[0].offset(),
+            batch[-1].offset(),
+            state.error_attempts,
+            type(exc).__name__,
+            exc,
+            exc_info=exc if state.error_attempts == 1 else None,
+        )
+        response = self._call(state, "on_exception", source, exc)
+        if response is None:
+            backoff_ms = min(
+                self.config.error_backoff_max_ms,
+                self.config.error_backoff_ms * (2 ** (state.error_attempts - 1)),
+            )
+            state.redeliver = batch
+            state.not_before = time.monotonic() + backoff_ms / 1000
+            log.warning(
+                "%s[%d]: re-delivering offsets %d..%d in %d ms",
+                state.topic,
+                state.partition,
+                batch[0].offset(),
+                batch[-1].offset(),
+                backoff_ms,
+            )
+            return
+        state.redeliver = None
+        state.error_attempts = 0
+        self._apply(state, response, batch[-1].offset() + 1)
+
+    def _idle(self, state: PartitionState) -> None:
+        if self.config.idle_ms <= 0 or state.idle_fired:
+            return
+        if time.monotonic() - state.last_activity < self.config.idle_ms / 1000:
+            return
+        state.idle_fired = True
+        source = self._source(state, state.position, state.position)
+        response = self._call(state, "on_idle", source)
+        if response is not None:
+            self._apply(state, response, state.position)
+
+    # -- responses and commits ---------------------------------------------------------------
+
+    def _apply(self, state: PartitionState, response: BatchResponse, after: int) -> bool:
+        """Apply ``response`` to a batch whose next offset is ``after``; False if the partition was lost."""
+        if response.wait_ms:
+            state.not_before = time.monotonic() + response.wait_ms / 1000
+        kind = response.kind
+        if kind is ResponseKind.REVERT:
+            target = response.offset if response.offset is not None else state.committed
+            if target is None:
+                target = state.position
+            log.info("%s[%d]: revert to offset %d", state.topic, state.partition, target)
+            self._reposition(state, target)
+            return True
+        target = response.offset if response.offset is not None else after
+        if response.offset is not None and response.offset != after:
+            self._reposition(state, target)
+        else:
+            state.position = target
+        if kind is ResponseKind.ADVANCE:
+            return self._commit(state, target)
+        return True
+
+    def _reposition(self, state: PartitionState, offset: int) -> None:
+        state.reposition(offset)
+        self.fetcher.seek(state.key, offset)
+
+    def _commit(self, state: PartitionState, offset: int) -> bool:
+        try:
+            self._commit_or_raise(state, offset)
+        except CommitFenced as exc:
+            state.lost_reason = exc.reason
+            return False
+        except CommitUncertain as exc:
+            state.commit_pending = offset
+            state.not_before = time.monotonic() + 0.5
+            log.warning(
+                "%s[%d]: commit of offset %d postponed, ZooKeeper unreachable (%s)",
+                state.topic,
+                state.partition,
+                offset,
+                exc,
+            )
+            return True
+        return True
+
+    def _commit_or_raise(self, state: PartitionState, offset: int) -> None:
+        if state.committed == offset and state.commit_pending is None:
+            return
+        try:
+            self.membership.commit(state.lease, offset)
+        except CommitFenced:
+            self.stats.commit_refused(state.key)
+            log.error(
+                "%s[%d]: commit of offset %d refused: partition no longer owned by this instance",
+                state.topic,
+                state.partition,
+                offset,
+            )
+            raise
+        state.committed = offset
+        state.commit_pending = None
+        self.stats.committed(state.key, offset)
+        if self.config.commit_to_kafka:
+            self.fetcher.mirror_commit(state.key, offset)
+
+    # -- out of range, release, loss -----------------------------------------------------------
+
+    def _out_of_range(self, state: PartitionState) -> None:
+        low, high = self.fetcher.watermarks(state.topic, state.partition)
+        error = OffsetOutOfRange(state.topic, state.partition, state.fetch_next, low, high)
+        self.stats.error(state.key, "offset_out_of_range")
+        source = self._source(state, state.position, state.position)
+        response = self._call(state, "on_exception", source, error)
+        if response is not None:
+            self._apply(state, response, state.position)
+            if response.kind is not ResponseKind.ADVANCE or response.offset is not None:
+                return
+        target = low if self.config.auto_offset_reset == "earliest" else high
+        log.error(
+            "%s[%d]: %s; continuing at %s offset %d (channel.auto_offset_reset)",
+            state.topic,
+            state.partition,
+            error,
+            self.config.auto_offset_reset,
+            target,
+        )
+        self._reposition(state, target)
+        self._commit(state, target)
+
+    def _release(self, state: PartitionState) -> None:
+        source = self._source(state, state.position, state.position)
+        response = self._call(state, "on_stream_termination", source)
+        if response is not None and response.kind is ResponseKind.ADVANCE:
+            self._commit(state, response.offset if response.offset is not None else state.position)
+        elif state.commit_pending is not None:
+            self._commit(state, state.commit_pending)
+        if state.lost_reason is not None:
+            self._lose(state)
+            return
+        log.info(
+            "%s[%d]: released (%s) at offset %d, committed %s",
+            state.topic,
+            state.partition,
+            state.release_reason,
+            state.position,
+            state.committed,
+        )
+        self._remove(state)
+        self.membership.finish_release(state.key)
+
+    def _lose(self, state: PartitionState) -> None:
+        reason = state.lost_reason or "lost"
+        log.error(
+            "%s[%d]: partition lost (%s) at offset %d; uncommitted work will be re-read by the next owner "
+            "from offset %s",
+            state.topic,
+            state.partition,
+            reason,
+            state.position,
+            state.committed,
+        )
+        self.stats.error(state.key, "partition_lost")
+        source = self._source(state, state.position, state.position)
+        self._call(state, "on_exception", source, PartitionLost(state.topic, state.partition, reason))
+        self._remove(state)
+
+    def _call(self, state: PartitionState, name: str, *args: Any) -> Any:
+        """Call a non-batch callback; an exception there is logged and counted, never fatal."""
+        try:
+            return getattr(self.processor, name)(*args)
+        except Exception as exc:
+            self.stats.error(state.key, f"{name}_raised")
+            log.exception("%s[%d]: %s raised %s", state.topic, state.partition, name, type(exc).__name__)
+            return None

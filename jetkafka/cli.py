@@ -1,0 +1,114 @@
+"""The ``jetkafka`` command.
+
+``jetkafka run CONFIG`` runs a channel until SIGTERM or SIGINT, then shuts down gracefully and
+exits 0; a second SIGINT exits at once (status 130) without committing anything more.
+Errors a user can cause are printed as one message with the fix, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from types import FrameType
+
+from jetkafka.errors import JetkafkaError
+
+log = logging.getLogger("jetkafka.cli")
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)-7s %(name)s [%(threadName)s] %(message)s",
+        stream=sys.stderr,
+    )
+    # librdkafka's own chatter goes through this logger; keep it to warnings unless debugging.
+    if level.upper() != "DEBUG":
+        logging.getLogger("jetkafka.librdkafka").setLevel(logging.WARNING)
+        logging.getLogger("jetkafka.zookeeper").setLevel(logging.WARNING)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from jetkafka.channel import InboundChannel
+    from jetkafka.config import load_config
+
+    config = load_config(args.config)
+    _setup_logging(args.log_level or config.logging.level)
+    channel = InboundChannel(config, pythonpath=args.pythonpath)
+    stop = threading.Event()
+    interrupts = 0
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        nonlocal interrupts
+        if signum == signal.SIGINT:
+            interrupts += 1
+            if interrupts > 1:
+                # The user insists: leave now; uncommitted batches are re-read by the next owner.
+                os.write(2, b"second interrupt: exiting without committing\n")
+                os._exit(130)
+        log.info("%s received: shutting down gracefully (interrupt again to exit at once)", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    channel.start()
+    while not stop.wait(0.5):
+        pass
+    clean = channel.shutdown()
+    return 0 if clean else 1
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from jetkafka.config import load_config
+
+    config = load_config(args.config)
+    ch = config.channel
+    print(f"{config.source}: valid (group {ch.group}, topics {', '.join(ch.topics)}, coordinator {ch.coordinator})")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="jetkafka", description="Consume Kafka at scale, coordinated through ZooKeeper.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run the channel described by a YAML file")
+    run.add_argument("config", help="path of the YAML configuration")
+    run.add_argument(
+        "--pythonpath",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="directory to import the processor from (repeatable; the current directory always is)",
+    )
+    run.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="overrides logging.level")
+    run.set_defaults(handler=_cmd_run)
+
+    validate = sub.add_parser("validate", help="check a YAML configuration and exit")
+    validate.add_argument("config")
+    validate.set_defaults(handler=_cmd_validate)
+
+    from jetkafka.devstack import commands as dev_commands
+
+    dev_commands.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except JetkafkaError as exc:
+        print(f"jetkafka: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

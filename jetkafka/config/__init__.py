@@ -1,0 +1,38 @@
+"""Typed configuration of jetkafka, read from one YAML file.
+
+``load_config(path)`` returns a frozen :class:`JetkafkaConfig` or raises one
+:class:`~jetkafka.errors.ConfigError` that names the file, the key and the fix.
+The reference of every key is ``docs/configuration.md``.
+"""
+
+from jetkafka.config.fields import FrozenMap, Invalid, spec
+from jetkafka.config.loader import config_to_dict, load_config, parse_config
+from jetkafka.config.schema import (
+    COORDINATORS,
+    LOG_LEVELS,
+    MANAGED_KAFKA_KEYS,
+    ChannelConfig,
+    JetkafkaConfig,
+    LoggingConfig,
+    ProcessorConfig,
+    ZooKeeperAuth,
+    ZooKeeperConfig,
+)
+
+__all__ = [
+    "COORDINATORS",
+    "LOG_LEVELS",
+    "MANAGED_KAFKA_KEYS",
+    "ChannelConfig",
+    "FrozenMap",
+    "Invalid",
+    "JetkafkaConfig",
+    "LoggingConfig",
+    "ProcessorConfig",
+    "ZooKeeperAuth",
+    "ZooKeeperConfig",
+    "config_to_dict",
+    "load_config",
+    "parse_config",
+    "spec",
+]

@@ -1,0 +1,199 @@
+"""KafkaController: one per process, shared by the channels of that process.
+
+It owns the ZooKeeper session and a single rebalance thread. Members (one per channel) ask it
+for rebalances; it runs them on its thread, on a timer and at once (after a short debounce)
+when a ZooKeeper watch fires, so a partition freed by a graceful leave is taken within about
+``rebalance_delay_ms`` plus one ZooKeeper round trip, not after a rebalance interval.
+
+Session states: kazoo reports SUSPENDED when the connection drops (the session may still be
+alive) and LOST when the session expired. Members are told of both on the rebalance thread;
+on LOST every lease is void (the ephemeral nodes are gone), and once a new session is
+connected members register again and compete for partitions like a new consumer.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from kazoo.client import KazooClient, KazooState
+
+from jetkafka.config import ZooKeeperConfig
+from jetkafka.coordination.session import build_client, start_client
+
+log = logging.getLogger(__name__)
+
+
+class Member(Protocol):
+    """What the controller drives: a channel's membership in its group."""
+
+    name: str
+
+    def rebalance(self, reason: str) -> None: ...
+
+    def connection_suspended(self) -> None: ...
+
+    def connection_restored(self) -> None: ...
+
+    def session_lost(self) -> None: ...
+
+    def session_renewed(self) -> None: ...
+
+
+class KafkaController:
+    """The ZooKeeper session and rebalance thread shared by a process's channels."""
+
+    _shared: dict[tuple[str, str | None], KafkaController] = {}
+    _shared_lock = threading.Lock()
+
+    def __init__(self, config: ZooKeeperConfig) -> None:
+        self.config = config
+        self.client: KazooClient = build_client(config)
+        self._tasks: queue.Queue[Callable[[], None] | None] = queue.Queue()
+        self._due: dict[Member, tuple[float, str]] = {}
+        self._members: list[Member] = []
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._refs = 0
+        self._session_lost = False
+        self.rebalances = 0
+
+    # -- sharing ---------------------------------------------------------------------------
+
+    @classmethod
+    def shared(cls, config: ZooKeeperConfig) -> KafkaController:
+        """The process's controller for this ZooKeeper address and identity, started."""
+        key = (config.connect, config.auth.credential if config.auth else None)
+        with cls._shared_lock:
+            ctl = cls._shared.get(key)
+            if ctl is None or not ctl.running:
+                ctl = cls(config)
+                ctl.start()
+                cls._shared[key] = ctl
+            ctl._refs += 1
+            return ctl
+
+    def release(self) -> None:
+        """Drop one reference taken by :meth:`shared`; the last one stops the controller."""
+        with self._shared_lock:
+            self._refs -= 1
+            if self._refs > 0:
+                return
+            for key, ctl in list(self._shared.items()):
+                if ctl is self:
+                    del self._shared[key]
+        self.stop()
+
+    # -- life cycle ------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def connected(self) -> bool:
+        return self.client.state == KazooState.CONNECTED
+
+    def start(self) -> None:
+        start_client(self.client, self.config)
+        self.client.add_listener(self._on_state)
+        self._thread = threading.Thread(target=self._run, name="jetkafka-controller", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._tasks.put(None)
+            self._thread.join(timeout=10)
+            self._thread = None
+        self.client.remove_listener(self._on_state)
+        self.client.stop()
+        self.client.close()
+        log.info("ZooKeeper session closed")
+
+    def attach(self, member: Member) -> None:
+        with self._lock:
+            self._members.append(member)
+
+    def detach(self, member: Member) -> None:
+        with self._lock:
+            if member in self._members:
+                self._members.remove(member)
+            self._due.pop(member, None)
+
+    def call(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the rebalance thread (ZooKeeper work must not run on kazoo's thread)."""
+        self._tasks.put(fn)
+
+    def request_rebalance(self, member: Member, reason: str, delay_s: float = 0.0) -> None:
+        due = time.monotonic() + delay_s
+        with self._lock:
+            current = self._due.get(member)
+            # Keep the earliest due time: a burst of watch events yields one rebalance.
+            if current is None or due < current[0]:
+                self._due[member] = (due, reason)
+        self._tasks.put(lambda: None)  # wake the thread to recompute its timeout
+
+    # -- the rebalance thread --------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                next_due = min((d for d, _ in self._due.values()), default=None)
+            timeout = None if next_due is None else max(0.0, next_due - time.monotonic())
+            try:
+                task = self._tasks.get(timeout=timeout)
+            except queue.Empty:
+                task = None
+            else:
+                if task is None:
+                    return
+                self._safely(task, "task")
+            self._run_due()
+
+    def _run_due(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            ready = [(m, r) for m, (d, r) in self._due.items() if d <= now]
+            for m, _ in ready:
+                del self._due[m]
+        for member, reason in ready:
+            self.rebalances += 1
+            self._safely(lambda m=member, r=reason: m.rebalance(r), f"rebalance of {member.name}")
+
+    def _safely(self, fn: Callable[[], None], what: str) -> None:
+        try:
+            fn()
+        except Exception:
+            # A failed rebalance is retried by the next watch event or timer tick.
+            log.exception("%s failed; retrying at the next trigger", what)
+
+    def _on_state(self, state: KazooState) -> None:
+        # Called on kazoo's connection thread: hand over, never block here.
+        if state == KazooState.SUSPENDED:
+            log.warning("ZooKeeper connection suspended; commits and new batches wait for it")
+            self._broadcast("connection_suspended")
+        elif state == KazooState.LOST:
+            log.error("ZooKeeper session expired: every owned partition is lost")
+            self._session_lost = True
+            self._broadcast("session_lost")
+        elif state == KazooState.CONNECTED:
+            if self._session_lost:
+                self._session_lost = False
+                log.warning("new ZooKeeper session established; registering again")
+                self._broadcast("session_renewed")
+            else:
+                log.info("ZooKeeper connection restored within the session")
+                self._broadcast("connection_restored")
+
+    def _broadcast(self, method: str) -> None:
+        def run() -> None:
+            with self._lock:
+                members = list(self._members)
+            for m in members:
+                self._safely(getattr(m, method), f"{method} of {m.name}")
+
+        self._tasks.put(run)

@@ -1,0 +1,262 @@
+"""A channel's membership in its consumer group: registration, watches, and rebalancing.
+
+Rebalance = read the live consumers and current owners, ask the coordinator for a plan, take
+the free partitions the plan wants (through fenced take-over) and ask the channel to release
+the surplus. Releases are asynchronous: the channel finishes the partition's batch in hand,
+calls ``on_stream_termination``, commits, and only then is the owner node deleted (by
+:meth:`GroupMembership.finish_release`). Watches on the group's ids and owners make every
+member rebalance as soon as anything changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from typing import Protocol
+
+from kazoo.exceptions import NoNodeError
+from kazoo.recipe.watchers import ChildrenWatch
+
+from jetkafka.config import ChannelConfig
+from jetkafka.coordination import assignment
+from jetkafka.coordination.controller import KafkaController
+from jetkafka.coordination.offsets import OffsetStore
+from jetkafka.coordination.ownership import Lease, PartitionOwnership
+from jetkafka.coordination.paths import GroupPaths
+from jetkafka.coordination.registry import ConsumerInfo, ConsumerRegistry, local_info
+from jetkafka.errors import TopicNotFound
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, int]
+
+
+class PartitionHolder(Protocol):
+    """The channel side of a membership."""
+
+    def partition_counts(self, topics: tuple[str, ...]) -> Mapping[str, int]: ...
+
+    def partitions_taken(self, leases: list[Lease]) -> None: ...
+
+    def release_requested(self, keys: list[Key], reason: str) -> None: ...
+
+    def partitions_lost(self, keys: list[Key], reason: str) -> None: ...
+
+    def commits_suspended(self, suspended: bool) -> None: ...
+
+
+class GroupMembership:
+    def __init__(
+        self,
+        controller: KafkaController,
+        config: ChannelConfig,
+        holder: PartitionHolder,
+        consumer_id: str,
+    ) -> None:
+        self.name = f"{config.group}/{consumer_id}"
+        self.consumer_id = consumer_id
+        self.config = config
+        self._controller = controller
+        self._holder = holder
+        client = controller.client
+        self.paths = GroupPaths(config.group)
+        self.registry = ConsumerRegistry(client, self.paths)
+        self.ownership = PartitionOwnership(client, self.paths, consumer_id)
+        self.offsets = OffsetStore(client, self.paths)
+        self._lock = threading.Lock()
+        self._leases: dict[Key, Lease] = {}
+        self._releasing: set[Key] = set()
+        self._active = False
+        self._paused = False
+
+    # -- life cycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Validate topics, register, watch the group and schedule the first rebalance."""
+        counts = self._holder.partition_counts(self.config.topics)
+        if self.config.coordinator == "static" and self.config.partitions:
+            for topic, wanted in self.config.partitions.items():
+                missing = sorted(p for p in wanted if p >= counts[topic])
+                if missing:
+                    raise TopicNotFound(
+                        f"channel.partitions names {topic} partitions {missing}, but {topic} has "
+                        f"{counts[topic]} partitions (0..{counts[topic] - 1}); fix channel.partitions"
+                    )
+        for topic in self.config.topics:
+            self.ownership.prepare(topic)
+        self._active = True
+        self.registry.register(self.info())
+        self._controller.attach(self)
+        self._watch()
+        self._controller.request_rebalance(self, "start")
+
+    def info(self) -> ConsumerInfo:
+        base = local_info(self.consumer_id, self.config.topics, self.config.coordinator)
+        return ConsumerInfo(**{**base.__dict__, "paused": self._paused})
+
+    def leave_group(self) -> None:
+        """Stop rebalancing and deregister, keeping the partitions held until they are released.
+
+        Deregistering first lets the others re-plan without us at once; each partition we hold
+        is then taken by its new owner as soon as we delete its owner node.
+        """
+        self._active = False
+        self._controller.detach(self)
+        if self._controller.connected:
+            self.registry.deregister(self.consumer_id)
+
+    def stop(self) -> None:
+        """Stop rebalancing, give up whatever is still held, and deregister."""
+        self._active = False
+        self._controller.detach(self)
+        with self._lock:
+            leftover = list(self._leases.values())
+            self._leases.clear()
+        for lease in leftover:
+            self.ownership.release(lease)
+        if self._controller.connected:
+            self.registry.deregister(self.consumer_id)
+
+    def _watch(self) -> None:
+        def on_change(children: list[str], what: str) -> bool:
+            if not self._active:
+                return False  # removes the watch
+            self._controller.request_rebalance(self, what, self.config.rebalance_delay_ms / 1000)
+            return True
+
+        ChildrenWatch(self._controller.client, self.paths.ids, lambda c: on_change(c, "consumers changed"))
+        for topic in self.config.topics:
+            ChildrenWatch(
+                self._controller.client,
+                self.paths.owners(topic),
+                lambda c, t=topic: on_change(c, f"owners of {t} changed"),
+            )
+
+    # -- rebalancing (on the controller thread) --------------------------------------------
+
+    def rebalance(self, reason: str) -> None:
+        if not self._active:
+            return
+        # Every run re-arms the timer; the controller keeps only the earliest due time.
+        self._controller.request_rebalance(self, "timer", self.config.rebalance_interval_s)
+        if not self._controller.connected:
+            return
+        consumers = self.registry.live()
+        if self.consumer_id not in consumers:
+            # Our registration vanished (an operator deleted it, or the session was renewed).
+            self.registry.register(self.info())
+            consumers = self.registry.live()
+        counts = self._holder.partition_counts(self.config.topics)
+        for topic in self.config.topics:
+            self._rebalance_topic(topic, counts[topic], consumers, reason)
+
+    def _rebalance_topic(self, topic: str, count: int, consumers: Mapping[str, ConsumerInfo], reason: str) -> None:
+        owners = self.ownership.owners(topic)
+        self._check_leases(topic, owners)
+        cfg = self.config
+        me = self.consumer_id
+        if cfg.coordinator == "static":
+            plan = assignment.plan_static(me, (cfg.partitions or {}).get(topic, ()), owners)
+        elif cfg.coordinator == "fixed-count":
+            plan = assignment.plan_fixed_count(me, cfg.fixed_count or 0, range(count), owners)
+        else:
+            dynamic = sorted(
+                cid for cid, info in consumers.items() if topic in info.topics and info.coordinator == "dynamic"
+            )
+            if me not in dynamic:
+                dynamic = sorted([*dynamic, me])
+            # Partitions held by live fixed-count or static consumers are not ours to spread.
+            reserved = {p for p, o in owners.items() if o in consumers and o not in dynamic}
+            open_partitions = [p for p in range(count) if p not in reserved]
+            plan = assignment.plan_dynamic(me, dynamic, open_partitions, owners)
+        to_release = []
+        with self._lock:
+            for p in plan.release:
+                if (topic, p) not in self._releasing and (topic, p) in self._leases:
+                    self._releasing.add((topic, p))
+                    to_release.append((topic, p))
+        if to_release:
+            log.info("rebalance (%s): releasing %s", reason, _fmt(to_release))
+            self._holder.release_requested(to_release, f"rebalance: {reason}")
+        taken = []
+        for p in plan.take:
+            lease = self.ownership.take(topic, p)
+            if lease is not None:
+                with self._lock:
+                    self._leases[lease.key] = lease
+                taken.append(lease)
+        if taken:
+            log.info("rebalance (%s): took %s", reason, _fmt([lease.key for lease in taken]))
+            self._holder.partitions_taken(taken)
+
+    def _check_leases(self, topic: str, owners: Mapping[int, str]) -> None:
+        with self._lock:
+            gone = [k for k in self._leases if k[0] == topic and owners.get(k[1]) != self.consumer_id]
+            for k in gone:
+                del self._leases[k]
+                self._releasing.discard(k)
+        if gone:
+            self._holder.partitions_lost(gone, "owner node no longer ours")
+
+    # -- from the channel --------------------------------------------------------------------
+
+    def lease(self, key: Key) -> Lease | None:
+        with self._lock:
+            return self._leases.get(key)
+
+    def commit(self, lease: Lease, offset: int) -> None:
+        self.offsets.commit(lease, offset)
+
+    def finish_release(self, key: Key) -> None:
+        """The channel is done with ``key``: delete its owner node so others can take it."""
+        with self._lock:
+            lease = self._leases.pop(key, None)
+            self._releasing.discard(key)
+        if lease is not None:
+            self.ownership.release(lease)
+
+    def release_all(self) -> list[Key]:
+        """Mark every held partition as releasing (graceful shutdown); returns the keys."""
+        with self._lock:
+            keys = [k for k in self._leases if k not in self._releasing]
+            self._releasing.update(keys)
+        return keys
+
+    def set_paused(self, paused: bool) -> None:
+        self._paused = paused
+        try:
+            self.registry.update(self.info())
+        except NoNodeError:
+            pass
+
+    # -- session events (on the controller thread) -----------------------------------------
+
+    def connection_suspended(self) -> None:
+        self._holder.commits_suspended(True)
+
+    def connection_restored(self) -> None:
+        self._holder.commits_suspended(False)
+
+    def session_lost(self) -> None:
+        with self._lock:
+            keys = list(self._leases)
+            self._leases.clear()
+            self._releasing.clear()
+        if keys:
+            self._holder.partitions_lost(keys, "ZooKeeper session expired")
+
+    def session_renewed(self) -> None:
+        self._holder.commits_suspended(False)
+        if not self._active:
+            return
+        self.registry.register(self.info())
+        # kazoo's ChildrenWatch re-arms itself on the new session.
+        self._controller.request_rebalance(self, "new session")
+
+
+def _fmt(keys: list[Key]) -> str:
+    by_topic: dict[str, list[int]] = {}
+    for t, p in keys:
+        by_topic.setdefault(t, []).append(p)
+    return ", ".join(f"{t}{sorted(ps)}" for t, ps in by_topic.items())

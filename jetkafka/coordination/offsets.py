@@ -1,0 +1,100 @@
+"""Offsets in ZooKeeper: the next offset to read, per group, topic and partition.
+
+Guarantee: :meth:`OffsetStore.commit` succeeds only for the current owner (see
+:mod:`jetkafka.coordination.ownership`); any other caller gets :class:`CommitFenced` and
+nothing is written. A commit whose reply was lost to a disconnection is resolved by reading
+the node back: if our value is there at the next version, the commit took place.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss, NoNodeError, OperationTimeoutError, SessionExpiredError
+
+from jetkafka.coordination.ownership import Lease, decode_offset
+from jetkafka.coordination.paths import GroupPaths
+from jetkafka.errors import CommitFenced
+
+log = logging.getLogger(__name__)
+
+
+class CommitUncertain(Exception):
+    """ZooKeeper could not be reached; the commit did not happen. Retry later."""
+
+
+class OffsetStore:
+    def __init__(self, client: KazooClient, paths: GroupPaths) -> None:
+        self._client = client
+        self._paths = paths
+
+    def read(self, topic: str, partition: int) -> int | None:
+        try:
+            data, _ = self._client.get(self._paths.offset(topic, partition))
+        except NoNodeError:
+            return None
+        return decode_offset(data)
+
+    def read_all(self, topic: str) -> dict[int, int]:
+        try:
+            names = self._client.get_children(self._paths.offsets(topic))
+        except NoNodeError:
+            return {}
+        pending = {
+            int(n): self._client.get_async(self._paths.offset(topic, int(n))) for n in names if n.isdigit()
+        }
+        out: dict[int, int] = {}
+        for p, result in pending.items():
+            try:
+                value = decode_offset(result.get()[0])
+            except NoNodeError:
+                continue
+            if value is not None:
+                out[p] = value
+        return out
+
+    def commit(self, lease: Lease, offset: int) -> None:
+        """Write ``offset`` for the leased partition, fenced by the lease."""
+        owner_path = self._paths.owner(lease.topic, lease.partition)
+        offset_path = self._paths.offset(lease.topic, lease.partition)
+        value = str(offset).encode()
+        with lease.lock:
+            tx = self._client.transaction()
+            tx.check(owner_path, lease.owner_version)
+            tx.set_data(offset_path, value, version=lease.offset_version)
+            try:
+                results = tx.commit()
+            except (ConnectionLoss, OperationTimeoutError) as exc:
+                if self._landed(offset_path, value, lease.offset_version + 1):
+                    lease.offset_version += 1
+                    lease.committed = offset
+                    return
+                raise CommitUncertain(str(exc)) from exc
+            except SessionExpiredError:
+                raise CommitFenced(
+                    lease.topic, lease.partition, f"commit of offset {offset} refused: ZooKeeper session expired"
+                ) from None
+            failed = [r for r in results if isinstance(r, Exception)]
+            if failed:
+                raise CommitFenced(
+                    lease.topic,
+                    lease.partition,
+                    f"commit of offset {offset} refused: this instance no longer owns the partition "
+                    f"({type(failed[0]).__name__})",
+                )
+            lease.offset_version = results[1].version
+            lease.committed = offset
+
+    def _landed(self, path: str, value: bytes, version: int) -> bool:
+        try:
+            data, stat = self._client.get(path)
+        except Exception:  # still unreachable: the outcome stays unknown
+            return False
+        return data == value and stat.version == version
+
+    def write_unfenced(self, topic: str, partition: int, offset: int) -> None:
+        """Set an offset without owning the partition (operator tools with the group stopped)."""
+        path = self._paths.offset(topic, partition)
+        self._client.ensure_path(path)
+        self._client.set(path, str(offset).encode())

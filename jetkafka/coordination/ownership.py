@@ -1,0 +1,136 @@
+"""Partition ownership through ephemeral owner nodes, with a fencing token.
+
+Taking a partition is one ZooKeeper transaction that creates the ephemeral owner node *and*
+rewrites the partition's offset node with its own data at the version just read. Every later
+commit (see :mod:`jetkafka.coordination.offsets`) is a transaction that checks the owner node
+and writes the offset node at the version this owner last saw.
+
+Guarantee: once a partition is taken, no earlier owner can commit to it again. The take bumped
+the offset node's version, so an earlier owner's conditional write fails, whether its session
+expired (a zombie that was stopped, partitioned or paused past the session timeout) or it is
+still alive and has not yet noticed the release. An owner whose session expired cannot commit
+either, even before anyone takes over: its ephemeral owner node is gone, so the check fails.
+
+Failure modes: a take races with another consumer's take: exactly one creates the node, the
+other gets ``None``. A take races with a late commit of the previous owner: the transaction
+fails on the offset version and is retried with the newly committed offset, so the new owner
+always starts from the last offset anyone committed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+
+from jetkafka.coordination.paths import GroupPaths
+
+log = logging.getLogger(__name__)
+
+
+def decode_offset(data: bytes) -> int | None:
+    text = data.decode("ascii", "replace").strip()
+    return int(text) if text.lstrip("-").isdigit() else None
+
+
+@dataclass
+class Lease:
+    """This instance's hold on one partition: the owner node and the fencing token."""
+
+    topic: str
+    partition: int
+    consumer_id: str
+    owner_version: int
+    offset_version: int
+    committed: int | None
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.topic, self.partition)
+
+
+class PartitionOwnership:
+    """Takes, releases and lists owners of a group's partitions."""
+
+    def __init__(self, client: KazooClient, paths: GroupPaths, consumer_id: str) -> None:
+        self._client = client
+        self._paths = paths
+        self._consumer_id = consumer_id
+
+    def prepare(self, topic: str) -> None:
+        self._client.ensure_path(self._paths.owners(topic))
+        self._client.ensure_path(self._paths.offsets(topic))
+
+    def take(self, topic: str, partition: int) -> Lease | None:
+        """Take ``partition`` if it is free; ``None`` when another consumer owns it."""
+        owner_path = self._paths.owner(topic, partition)
+        offset_path = self._paths.offset(topic, partition)
+        try:
+            self._client.create(offset_path, b"")
+        except NodeExistsError:
+            pass
+        for _ in range(20):
+            data, stat = self._client.get(offset_path)
+            tx = self._client.transaction()
+            tx.create(owner_path, self._consumer_id.encode(), ephemeral=True)
+            tx.set_data(offset_path, data, version=stat.version)
+            results = tx.commit()
+            if not any(isinstance(r, Exception) for r in results):
+                owner_version = 0
+                lease = Lease(
+                    topic,
+                    partition,
+                    self._consumer_id,
+                    owner_version,
+                    results[1].version,
+                    decode_offset(data),
+                )
+                log.info(
+                    "took %s[%d], committed offset %s", topic, partition, lease.committed
+                )
+                return lease
+            if isinstance(results[0], NodeExistsError):
+                return None
+            if not isinstance(results[1], (BadVersionError, RolledBackError)):
+                raise results[1] if isinstance(results[1], Exception) else results[0]
+            # The previous owner committed between our read and our write: read again.
+        raise RuntimeError(f"{topic}[{partition}]: offset node kept changing during take-over")
+
+    def release(self, lease: Lease) -> None:
+        """Delete the owner node if it is still ours; other consumers' watches fire at once."""
+        try:
+            self._client.delete(self._paths.owner(lease.topic, lease.partition), version=lease.owner_version)
+        except (NoNodeError, BadVersionError):
+            return
+        log.info("released %s[%d]", lease.topic, lease.partition)
+
+    def owners(self, topic: str) -> dict[int, str]:
+        """Owner consumer id of each owned partition of ``topic``."""
+        try:
+            names = self._client.get_children(self._paths.owners(topic))
+        except NoNodeError:
+            return {}
+        pending = {
+            int(n): self._client.get_async(self._paths.owner(topic, int(n)))
+            for n in names
+            if n.isdigit()
+        }
+        out: dict[int, str] = {}
+        for p, result in pending.items():
+            try:
+                data, _ = result.get()
+            except NoNodeError:
+                continue
+            out[p] = data.decode()
+        return out
+
+    def is_ours(self, lease: Lease) -> bool:
+        try:
+            data, stat = self._client.get(self._paths.owner(lease.topic, lease.partition))
+        except NoNodeError:
+            return False
+        return data.decode() == self._consumer_id and stat.ephemeralOwner == self._client.client_id[0]

@@ -1,0 +1,64 @@
+"""The errors jetkafka raises.
+
+Every error a user can cause carries a message that names the cause and the fix; the CLI prints
+that message alone, without a traceback.
+"""
+
+from __future__ import annotations
+
+
+class JetkafkaError(Exception):
+    """Base class of every error jetkafka raises on purpose."""
+
+
+class ConfigError(JetkafkaError):
+    """A configuration file or dict is invalid.
+
+    ``source`` is the file (or ``<dict>``), ``key_path`` the dotted key (``channel.threads``),
+    ``problem`` what is wrong and ``fix`` what to change.
+    """
+
+    def __init__(self, source: str, key_path: str, problem: str, fix: str = "") -> None:
+        self.source = source
+        self.key_path = key_path
+        self.problem = problem
+        self.fix = fix
+        where = f"{source}: {key_path}: " if key_path else f"{source}: "
+        message = where + problem
+        if fix:
+            message += f"\n  fix: {fix}"
+        super().__init__(message)
+
+
+class ConnectError(JetkafkaError):
+    """ZooKeeper or the Kafka cluster could not be reached."""
+
+
+class TopicNotFound(JetkafkaError):
+    """A configured topic, or a configured partition of it, does not exist on the cluster."""
+
+
+class PartitionLost(JetkafkaError):
+    """This instance no longer owns a partition (session expired, or another owner took it).
+
+    Handed to ``on_exception`` when ownership is lost while a batch is in hand; nothing of that
+    batch is committed, the new owner re-reads it from the last committed offset.
+    """
+
+    def __init__(self, topic: str, partition: int, reason: str) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.reason = reason
+        super().__init__(f"{topic}[{partition}]: partition lost: {reason}")
+
+
+class CommitFenced(PartitionLost):
+    """An offset commit was refused because this instance is no longer the partition's owner."""
+
+
+class ProcessorError(JetkafkaError):
+    """A processor class could not be imported or built from the configuration."""
+
+
+class DevStackError(JetkafkaError):
+    """The local ZooKeeper or broker of ``jetkafka dev`` could not be started or stopped."""
