@@ -104,6 +104,9 @@ class Fetcher:
         """Restart fetching at ``offset``; the caller already called ``state.reposition``."""
         self._commands.put(("seek", key, offset))
 
+    def pause(self, key: Key) -> None:
+        self._commands.put(("pause", key, -1))
+
     def resume(self, key: Key) -> None:
         self._commands.put(("resume", key, -1))
 
@@ -201,6 +204,8 @@ class Fetcher:
                     self.consumer.incremental_assign([tp])
                     self._assigned.add(key)
                     state = self._states(key)
+                    if state is not None and (state.paused or state.fetch_paused):
+                        self.consumer.pause([TopicPartition(key[0], key[1])])
                     if state is not None and op == "seek":
                         with state.lock:
                             state.seek_pending = False
@@ -208,8 +213,13 @@ class Fetcher:
                 elif op == "unassign" and key in self._assigned:
                     self.consumer.incremental_unassign([TopicPartition(key[0], key[1])])
                     self._assigned.discard(key)
-                elif op == "resume":
-                    self.consumer.resume([TopicPartition(key[0], key[1])])
+                elif op == "pause" and key in self._assigned:
+                    self.consumer.pause([TopicPartition(key[0], key[1])])
+                elif op == "resume" and key in self._assigned:
+                    state = self._states(key)
+                    # Stay paused while the user paused it or its buffer is still over budget.
+                    if state is None or not (state.paused or state.fetch_paused):
+                        self.consumer.resume([TopicPartition(key[0], key[1])])
                 elif op == "commit":
                     self.consumer.commit(offsets=[tp], asynchronous=True)
             except KafkaException as exc:

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jetkafka.channel.budget import BufferBudget
+from jetkafka.channel.context import ChannelContext
 from jetkafka.channel.fetcher import Fetcher
 from jetkafka.channel.partition import PartitionState
 from jetkafka.channel.stats import ChannelStats
@@ -91,6 +92,8 @@ class InboundChannel:
         self._workers_stop = threading.Event()
         self._suspended = False
         self._running = False
+        self._paused_all = False
+        self._paused: set[Key] = set()
 
     @classmethod
     def from_yaml(
@@ -133,6 +136,7 @@ class InboundChannel:
                 self._remove,
                 lambda: not self._suspended,
             )
+            self.processor.on_start(ChannelContext(self, self._controller.client, self._membership.paths))
             self._fetcher.start()
             self._workers_stop.clear()
             self._workers = [
@@ -182,6 +186,10 @@ class InboundChannel:
                 ", ".join(f"{t}[{p}]" for t, p in stuck),
             )
         self._teardown()
+        try:
+            self.processor.on_stop()
+        except Exception:
+            log.exception("%s.on_stop raised", type(self.processor).__name__)
         log.info("channel %s stopped: %s", self.config.channel.group, self.stats.summary())
         return not stuck
 
@@ -218,6 +226,116 @@ class InboundChannel:
         """Next offset to process of each held partition."""
         with self._states_cond:
             return {k: s.position for k, s in self._states.items()}
+
+    def _lease(self, topic: str, partition: int) -> Lease | None:
+        state = self._states.get((topic, partition))
+        return None if state is None or state.lost_reason else state.lease
+
+    def _commit_many(self, commits: dict[Key, tuple[Lease, int]], extra: Any) -> None:
+        assert self._membership is not None
+        try:
+            self._membership.offsets.commit_many(commits, extra)
+        except CommitFenced as exc:
+            self.partitions_lost([(exc.topic, exc.partition)], exc.reason)
+            raise
+        for key, (_, offset) in commits.items():
+            self.stats.committed(key, offset)
+
+    # -- pause and resume ------------------------------------------------------------------
+
+    def pause(self, topic: str | None = None, partition: int | None = None) -> None:
+        """Stop fetching and processing (all partitions, a topic, or one partition).
+
+        Partitions stay owned and the session stays open; the batch in hand finishes.
+        Partitions taken while paused start paused.
+        """
+        with self._states_cond:
+            if topic is None:
+                self._paused_all = True
+                keys = list(self._states)
+            else:
+                keys = [k for k in self._states if k[0] == topic and partition in (None, k[1])]
+                if partition is not None:
+                    keys = [(topic, partition)]
+                self._paused.update(keys)
+            states = [self._states[k] for k in keys if k in self._states]
+        for state in states:
+            self._set_paused(state, True)
+        if topic is None and self._membership is not None:
+            self._membership.set_paused(True)
+        log.info("paused %s", "all partitions" if topic is None else _fmt_keys(keys))
+
+    def resume(self, topic: str | None = None, partition: int | None = None) -> None:
+        """Undo :meth:`pause`; processing continues at the exact offset it stopped at."""
+        with self._states_cond:
+            if topic is None:
+                self._paused_all = False
+                self._paused.clear()
+                keys = list(self._states)
+            else:
+                keys = [k for k in self._states if k[0] == topic and partition in (None, k[1])]
+                self._paused.difference_update(keys)
+            states = [self._states[k] for k in keys if k in self._states]
+        for state in states:
+            if not self._is_paused(state.key):
+                self._set_paused(state, False)
+        if topic is None and self._membership is not None:
+            self._membership.set_paused(False)
+        log.info("resumed %s", "all partitions" if topic is None else _fmt_keys(keys))
+
+    @property
+    def paused(self) -> bool:
+        return self._paused_all
+
+    def reposition(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        extra: Any = None,
+        timeout: float = 30.0,
+    ) -> int | None:
+        """Move an owned partition to ``offset``: pause it, let its batch in hand finish,
+        commit ``offset`` fenced (with ``extra`` operations in the same transaction), drop
+        what was buffered, and resume there. Returns the offset committed before.
+
+        Raises :class:`CommitFenced` if the partition is not (or no longer) owned here, and
+        :class:`TimeoutError` if the batch in hand does not finish within ``timeout``.
+        """
+        assert self._queue is not None and self._fetcher is not None
+        key = (topic, partition)
+        state = self._states.get(key)
+        if state is None or state.lost_reason:
+            raise CommitFenced(topic, partition, "reposition refused: partition not owned by this instance")
+        was_paused = self._is_paused(key)
+        self.pause(topic, partition)
+        try:
+            if not self._queue.wait_idle(state, timeout):
+                raise TimeoutError(f"{topic}[{partition}]: batch in hand did not finish within {timeout:g} s")
+            old = state.committed
+            self._commit_many({key: (state.lease, offset)}, extra)
+            state.commit_pending = None
+            state.reposition(offset)
+            self._fetcher.seek(key, offset)
+            log.info("%s[%d]: repositioned from committed offset %s to %d", topic, partition, old, offset)
+            return old
+        finally:
+            if not was_paused:
+                self.resume(topic, partition)
+
+    def _is_paused(self, key: Key) -> bool:
+        return self._paused_all or key in self._paused
+
+    def _set_paused(self, state: PartitionState, paused: bool) -> None:
+        assert self._fetcher is not None and self._queue is not None
+        if state.paused == paused:
+            return
+        state.paused = paused
+        if paused:
+            self._fetcher.pause(state.key)
+        else:
+            self._fetcher.resume(state.key)
+            self._queue.offer(state)
 
     # -- the workers -----------------------------------------------------------------------
 
@@ -269,7 +387,6 @@ class InboundChannel:
                     offset,
                 )
             state = PartitionState(lease, offset, cfg.buffer_max_events, cfg.buffer_max_bytes, self._budget)
-            state.committed = offset
             with self._states_cond:
                 old = self._states.get(lease.key)
                 self._states[lease.key] = state
@@ -277,6 +394,8 @@ class InboundChannel:
             if old is not None:  # lost and taken again before a worker handled the loss
                 old.lost_reason = old.lost_reason or "taken again"
             self._fetcher.assign(lease.key, offset)
+            if self._is_paused(lease.key):
+                self._set_paused(state, True)
             self._queue.offer(state)
 
     def release_requested(self, keys: list[Key], reason: str) -> None:
@@ -315,6 +434,10 @@ class InboundChannel:
             self._states_cond.notify_all()
         if current:  # else the partition was taken again already and is being fetched anew
             self._fetcher.unassign(state.key)
+
+
+def _fmt_keys(keys: list[Key]) -> str:
+    return ", ".join(f"{t}[{p}]" for t, p in sorted(keys)) or "no partitions"
 
 
 __all__ = ["InboundChannel", "JetkafkaError"]

@@ -49,10 +49,10 @@ class PartitionState:
         self.fetch_next = start_offset  # next offset the fetcher may append
         self.seek_pending = False  # drop appends until the fetcher re-positions
         self.fetch_paused = False  # librdkafka fetching paused because the buffer is full
+        self.paused = False  # paused by the user: no fetching, no processing
         self.out_of_range = False  # the broker reported the fetch offset out of range
 
         self.position = start_offset  # next offset to hand to the processor
-        self.committed: int | None = lease.committed
         self.commit_pending: int | None = None  # an advance ZooKeeper could not take yet
         self.redeliver: list[Message] | None = None
         self.error_attempts = 0
@@ -132,6 +132,11 @@ class PartitionState:
             self.out_of_range = False
         self.position = offset
         self.redeliver = None
+
+    @property
+    def committed(self) -> int | None:
+        """The last committed offset, whoever committed it (worker, processor, channel context)."""
+        return self.lease.committed
 
     def has_buffered(self) -> bool:
         return bool(self.messages) or self.redeliver is not None

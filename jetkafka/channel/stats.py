@@ -1,7 +1,15 @@
-"""Counters a channel keeps about its own work, readable at any time by any thread."""
+"""Counters a channel keeps about its own work, readable at any time by any thread.
+
+Per-partition figures (events, batches by response, errors by kind, batch durations) describe
+the partition while this channel holds it: :meth:`ChannelStats.forget` drops them when the
+partition is released or lost, so a channel that saw thousands of partitions come and go keeps
+only those it holds. Channel-wide totals (:meth:`ChannelStats.summary`) include forgotten
+partitions. Everything is guarded by one lock; updates are a few dictionary operations.
+"""
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
@@ -10,6 +18,57 @@ from jetkafka.processors.base import ResponseKind
 
 Key = tuple[str, int]
 
+# Upper bounds (seconds) of the batch-duration histogram buckets; +Inf is implied.
+BATCH_SECONDS_BUCKETS: tuple[float, ...] = (
+    0.001,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
+
+
+@dataclass
+class DurationHistogram:
+    """Counts per bucket of :data:`BATCH_SECONDS_BUCKETS` (the last one is +Inf), and the sum."""
+
+    counts: list[int] = field(default_factory=lambda: [0] * (len(BATCH_SECONDS_BUCKETS) + 1))
+    total: float = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect.bisect_left(BATCH_SECONDS_BUCKETS, seconds)] += 1
+        self.total += seconds
+
+    def cumulative(self) -> list[tuple[float, int]]:
+        """``(upper bound, observations <= bound)`` per bucket, ending with ``(inf, count)``."""
+        out, running = [], 0
+        for bound, n in zip((*BATCH_SECONDS_BUCKETS, float("inf")), self.counts):
+            running += n
+            out.append((bound, running))
+        return out
+
+    def copy(self) -> DurationHistogram:
+        return DurationHistogram(list(self.counts), self.total)
+
+
+@dataclass(frozen=True)
+class PartitionFigures:
+    """One partition's figures at one moment (a copy; safe to read without the lock)."""
+
+    events: int
+    batches: dict[str, int]
+    errors: dict[str, int]
+    batch_seconds: DurationHistogram
+
 
 @dataclass
 class ChannelStats:
@@ -17,9 +76,14 @@ class ChannelStats:
     batches: Counter[tuple[Key, str]] = field(default_factory=Counter)
     errors: Counter[tuple[Key, str]] = field(default_factory=Counter)
     committed_offsets: dict[Key, int] = field(default_factory=dict)
+    batch_histograms: dict[Key, DurationHistogram] = field(default_factory=dict)
+    rebalances: Counter[str] = field(default_factory=Counter)
     commits: int = 0
     commits_refused: int = 0
     batch_seconds: float = 0.0
+    events_total: int = 0
+    batches_total: int = 0
+    errors_total: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def batch_done(self, key: Key, events: int, seconds: float, kind: ResponseKind) -> None:
@@ -27,6 +91,12 @@ class ChannelStats:
             self.events[key] += events
             self.batches[(key, kind.value)] += 1
             self.batch_seconds += seconds
+            self.events_total += events
+            self.batches_total += 1
+            histogram = self.batch_histograms.get(key)
+            if histogram is None:
+                histogram = self.batch_histograms[key] = DurationHistogram()
+            histogram.observe(seconds)
 
     def batch_failed(self, key: Key) -> None:
         self.error(key, "processor_raised")
@@ -34,6 +104,7 @@ class ChannelStats:
     def error(self, key: Key, kind: str) -> None:
         with self._lock:
             self.errors[(key, kind)] += 1
+            self.errors_total += 1
 
     def committed(self, key: Key, offset: int) -> None:
         with self._lock:
@@ -45,13 +116,46 @@ class ChannelStats:
             self.commits_refused += 1
         self.error(key, "commit_refused")
 
+    def rebalanced(self, reason: str) -> None:
+        """Count one rebalance run; ``reason`` is one of a small fixed set (a metric label)."""
+        with self._lock:
+            self.rebalances[reason] += 1
+
+    def forget(self, key: Key) -> None:
+        """Drop the per-partition figures of a partition this channel no longer holds."""
+        with self._lock:
+            self.events.pop(key, None)
+            self.committed_offsets.pop(key, None)
+            self.batch_histograms.pop(key, None)
+            for counter in (self.batches, self.errors):
+                for k in [k for k in counter if k[0] == key]:
+                    del counter[k]
+
+    def partition(self, key: Key) -> PartitionFigures:
+        with self._lock:
+            histogram = self.batch_histograms.get(key)
+            return PartitionFigures(
+                events=self.events.get(key, 0),
+                batches={kind: n for (k, kind), n in self.batches.items() if k == key},
+                errors={kind: n for (k, kind), n in self.errors.items() if k == key},
+                batch_seconds=histogram.copy() if histogram is not None else DurationHistogram(),
+            )
+
+    def partitions(self) -> dict[Key, PartitionFigures]:
+        """A copy of the figures of every partition that has any."""
+        with self._lock:
+            keys = set(self.events) | set(self.batch_histograms) | {k for k, _ in self.batches}
+            keys |= {k for k, _ in self.errors}
+        return {key: self.partition(key) for key in keys}
+
     def summary(self) -> dict[str, int | float]:
         with self._lock:
             return {
-                "events": sum(self.events.values()),
-                "batches": sum(self.batches.values()),
+                "events": self.events_total,
+                "batches": self.batches_total,
                 "commits": self.commits,
                 "commits_refused": self.commits_refused,
-                "errors": sum(self.errors.values()),
+                "errors": self.errors_total,
+                "rebalances": sum(self.rebalances.values()),
                 "batch_seconds": round(self.batch_seconds, 3),
             }

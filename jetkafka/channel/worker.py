@@ -68,6 +68,8 @@ class BatchRunner:
     def run_turn(self, state: PartitionState) -> None:
         if state.lost_reason is not None:
             self._lose(state)
+        elif state.paused:
+            pass  # queued before it was paused; resume() queues it again
         elif not self._commits_allowed():
             # ZooKeeper suspended: start nothing that would need a commit or an owner-node delete.
             state.not_before = time.monotonic() + 0.2
@@ -231,7 +233,6 @@ class BatchRunner:
                 offset,
             )
             raise
-        state.committed = offset
         state.commit_pending = None
         self.stats.committed(state.key, offset)
         if self.config.commit_to_kafka:

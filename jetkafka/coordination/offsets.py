@@ -9,9 +9,10 @@ the node back: if our value is there at the next version, the commit took place.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import ConnectionLoss, NoNodeError, OperationTimeoutError, SessionExpiredError
+from kazoo.client import KazooClient, TransactionRequest
+from kazoo.exceptions import ConnectionLoss, NoNodeError, OperationTimeoutError, RolledBackError, SessionExpiredError
 
 from jetkafka.coordination.ownership import Lease, decode_offset
 from jetkafka.coordination.paths import GroupPaths
@@ -85,6 +86,52 @@ class OffsetStore:
                 )
             lease.offset_version = results[1].version
             lease.committed = offset
+
+    def commit_many(
+        self,
+        commits: Mapping[tuple[str, int], tuple[Lease, int]],
+        extra: Callable[[TransactionRequest], None] | None = None,
+    ) -> None:
+        """Commit several partitions at once, all or nothing, fenced by each lease.
+
+        ``extra`` may add operations (e.g. a batch record) to the same transaction, so they
+        take effect exactly when the offsets do.
+        """
+        items = sorted(commits.items())
+        # Lease locks in key order: two multi-commits can never wait on each other.
+        for _, (lease, _) in items:
+            lease.lock.acquire()
+        try:
+            tx = self._client.transaction()
+            for (topic, partition), (lease, offset) in items:
+                tx.check(self._paths.owner(topic, partition), lease.owner_version)
+                tx.set_data(self._paths.offset(topic, partition), str(offset).encode(), version=lease.offset_version)
+            if extra is not None:
+                extra(tx)
+            try:
+                results = tx.commit()
+            except (ConnectionLoss, OperationTimeoutError) as exc:
+                raise CommitUncertain(str(exc)) from exc
+            except SessionExpiredError:
+                (topic, partition), _ = items[0]
+                raise CommitFenced(topic, partition, "commit refused: ZooKeeper session expired") from None
+            failed = [(i, r) for i, r in enumerate(results) if isinstance(r, Exception)]
+            if failed:
+                index, error = next(((i, r) for i, r in failed if not isinstance(r, RolledBackError)), failed[0])
+                if index < 2 * len(items):
+                    (topic, partition), _ = items[index // 2]
+                    raise CommitFenced(
+                        topic,
+                        partition,
+                        f"commit refused: this instance no longer owns the partition ({type(error).__name__})",
+                    )
+                raise error
+            for i, (_, (lease, offset)) in enumerate(items):
+                lease.offset_version = results[2 * i + 1].version
+                lease.committed = offset
+        finally:
+            for _, (lease, _) in items:
+                lease.lock.release()
 
     def _landed(self, path: str, value: bytes, version: int) -> bool:
         try:

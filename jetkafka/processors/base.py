@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from jetkafka.channel.context import ChannelContext
     from jetkafka.events import EventBatch, PartitionSource
 
 
@@ -88,6 +89,12 @@ class BatchEventProcessor(ABC):
     Only :meth:`on_next_batch` is required. Exceptions raised by any callback are caught by the
     channel and handed to :meth:`on_exception`; nothing a processor raises skips events.
     """
+
+    def on_start(self, context: ChannelContext) -> None:
+        """Called once when the channel starts, before any partition is taken."""
+
+    def on_stop(self) -> None:
+        """Called once when the channel has stopped and no callback runs any more."""
 
     @abstractmethod
     def on_next_batch(self, source: PartitionSource, events: EventBatch) -> BatchResponse:

@@ -1,0 +1,105 @@
+"""SimpleKafkaProcessor's three commit policies, on a real ZooKeeper and broker."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from kazoo.client import KazooClient
+
+from jetkafka import EventBatch, SimpleKafkaProcessor
+from tests.support.channels import committed_offsets, make_channel, values, wait_until
+
+
+@pytest.fixture
+def zk(zk_connect: str) -> Iterator[KazooClient]:
+    client = KazooClient(hosts=zk_connect)
+    client.start(timeout=10)
+    yield client
+    client.stop()
+    client.close()
+
+
+class Collector:
+    def __init__(self, zk: KazooClient | None = None, topic: str = "") -> None:
+        self.ids: list[int] = []
+        self.committed_at_delivery: list[int | None] = []
+        self.lock = threading.Lock()
+        self.zk, self.topic = zk, topic
+
+    def __call__(self, events: EventBatch) -> None:
+        if self.zk is not None:
+            self.committed_at_delivery.append(committed_offsets(self.zk, "g", self.topic).get(0))
+        with self.lock:
+            self.ids.extend(int(e.value or b"-1") for e in events)
+
+
+def test_every_batch_commits_after_each_batch(zk, zk_connect, kafka_config, topic_factory, produce) -> None:
+    topic = topic_factory(partitions=1)
+    produce(topic, values(300, 1))
+    handler = Collector(zk, topic)
+    proc = SimpleKafkaProcessor(handler, auto_advance="every-batch")
+    with make_channel(zk_connect, kafka_config, topic, proc, batch_max_events=100):
+        wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 300})
+    # Each handler call saw only the previous batches committed: commit follows delivery.
+    assert handler.committed_at_delivery == [0, 100, 200]
+
+
+def test_no_duplication_commits_before_delivery(zk, zk_connect, kafka_config, topic_factory, produce) -> None:
+    topic = topic_factory(partitions=1)
+    produce(topic, values(300, 1))
+    handler = Collector(zk, topic)
+    proc = SimpleKafkaProcessor(handler, auto_advance="no-duplication")
+    with make_channel(zk_connect, kafka_config, topic, proc, batch_max_events=100):
+        wait_until(lambda: len(handler.ids) == 300)
+    assert handler.committed_at_delivery == [100, 200, 300]
+
+
+def test_no_duplication_does_not_retry_a_failed_handler(zk, zk_connect, kafka_config, topic_factory, produce) -> None:
+    topic = topic_factory(partitions=1)
+    produce(topic, values(200, 1))
+    seen: list[int] = []
+
+    def handler(events: EventBatch) -> None:
+        seen.append(events.first_offset)
+        if events.first_offset == 0:
+            raise RuntimeError("boom")
+
+    proc = SimpleKafkaProcessor(handler, auto_advance="no-duplication")
+    with make_channel(zk_connect, kafka_config, topic, proc, batch_max_events=100):
+        wait_until(lambda: 100 in seen)
+        time.sleep(0.5)
+    assert seen == [0, 100]
+
+
+def test_periodic_commits_on_interval_and_on_release(zk, zk_connect, kafka_config, topic_factory, produce) -> None:
+    topic = topic_factory(partitions=1)
+    produce(topic, values(100, 1))
+    handler = Collector()
+    proc = SimpleKafkaProcessor(handler, auto_advance="periodic", interval_ms=60_000)
+    channel = make_channel(zk_connect, kafka_config, topic, proc, batch_max_events=10)
+    channel.start()
+    wait_until(lambda: len(handler.ids) == 100)
+    time.sleep(0.3)
+    assert committed_offsets(zk, "g", topic) == {0: 0}  # interval not reached: nothing committed yet
+    channel.shutdown(timeout=10)
+    assert committed_offsets(zk, "g", topic) == {0: 100}  # committed at release
+
+
+def test_periodic_commits_when_idle(zk, zk_connect, kafka_config, topic_factory, produce) -> None:
+    topic = topic_factory(partitions=1)
+    produce(topic, values(50, 1))
+    proc = SimpleKafkaProcessor(Collector(), auto_advance="periodic", interval_ms=60_000)
+    with make_channel(zk_connect, kafka_config, topic, proc, idle_ms=200):
+        wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 50}, what="commit on idle")
+
+
+def test_handler_named_by_module_path(tmp_path, monkeypatch) -> None:
+    (tmp_path / "myhandlers.py").write_text("def handle(events):\n    return len(events)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    proc = SimpleKafkaProcessor("myhandlers:handle")
+    assert proc.handler([]) == 0
+    with pytest.raises(ValueError, match="auto_advance"):
+        SimpleKafkaProcessor("myhandlers:handle", auto_advance="sometimes")  # type: ignore[arg-type]

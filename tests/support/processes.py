@@ -1,0 +1,60 @@
+"""Channels in child processes (``python -m jetkafka run``), for group and fault tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class Member:
+    """One ``jetkafka run`` process."""
+
+    def __init__(self, workdir: Path, name: str, config: dict[str, Any]) -> None:
+        self.name = name
+        self.config_path = workdir / f"{name}.yaml"
+        self.log_path = workdir / f"{name}.log"
+        self.config_path.write_text(yaml.safe_dump(config))
+        self._log = open(self.log_path, "w")
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "jetkafka", "run", str(self.config_path), "--pythonpath", str(REPO)],
+            cwd=str(REPO),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def terminate(self, timeout: float = 30) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.wait(timeout)
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def wait(self, timeout: float = 30) -> int:
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self._log.close()
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def stop_quietly(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self._log.close()
