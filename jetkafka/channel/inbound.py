@@ -368,6 +368,8 @@ class InboundChannel:
         assert self._fetcher is not None and self._queue is not None and self._membership is not None
         cfg = self.config.channel
         for lease in leases:
+            if self._membership.lease(lease.key) is not lease:
+                continue  # already given up again (the channel is leaving the group)
             offset = lease.committed
             if offset is None:
                 low, high = self._fetcher.watermarks(lease.topic, lease.partition)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from kazoo.exceptions import NoNodeError
@@ -53,18 +53,22 @@ class GroupMembership:
         config: ChannelConfig,
         holder: PartitionHolder,
         consumer_id: str,
+        on_rebalance: Callable[[str], None] | None = None,
     ) -> None:
         self.name = f"{config.group}/{consumer_id}"
         self.consumer_id = consumer_id
         self.config = config
         self._controller = controller
         self._holder = holder
+        self._on_rebalance = on_rebalance
         client = controller.client
         self.paths = GroupPaths(config.group)
         self.registry = ConsumerRegistry(client, self.paths)
         self.ownership = PartitionOwnership(client, self.paths, consumer_id)
         self.offsets = OffsetStore(client, self.paths)
         self._lock = threading.Lock()
+        # Held for a whole rebalance, so leaving the group can wait out one in progress.
+        self._rebalancing = threading.Lock()
         self._leases: dict[Key, Lease] = {}
         self._releasing: set[Key] = set()
         self._active = False
@@ -102,6 +106,8 @@ class GroupMembership:
         is then taken by its new owner as soon as we delete its owner node.
         """
         self._active = False
+        with self._rebalancing:
+            pass  # a rebalance that was taking partitions has handed them to the channel
         self._controller.detach(self)
         if self._controller.connected:
             self.registry.deregister(self.consumer_id)
@@ -136,12 +142,18 @@ class GroupMembership:
     # -- rebalancing (on the controller thread) --------------------------------------------
 
     def rebalance(self, reason: str) -> None:
+        with self._rebalancing:
+            self._rebalance(reason)
+
+    def _rebalance(self, reason: str) -> None:
         if not self._active:
             return
         # Every run re-arms the timer; the controller keeps only the earliest due time.
         self._controller.request_rebalance(self, "timer", self.config.rebalance_interval_s)
         if not self._controller.connected:
             return
+        if self._on_rebalance is not None:
+            self._on_rebalance(reason_label(reason))
         consumers = self.registry.live()
         if self.consumer_id not in consumers:
             # Our registration vanished (an operator deleted it, or the session was renewed).
@@ -181,6 +193,8 @@ class GroupMembership:
             self._holder.release_requested(to_release, f"rebalance: {reason}")
         taken = []
         for p in plan.take:
+            if not self._active:
+                break  # leaving the group: take nothing more
             lease = self.ownership.take(topic, p)
             if lease is not None:
                 with self._lock:
@@ -253,6 +267,13 @@ class GroupMembership:
         self.registry.register(self.info())
         # kazoo's ChildrenWatch re-arms itself on the new session.
         self._controller.request_rebalance(self, "new session")
+
+
+def reason_label(reason: str) -> str:
+    """A rebalance reason as one of a few fixed words (a metric label must not carry topic names)."""
+    if reason.startswith("owners of "):
+        return "owners_changed"
+    return reason.replace(" ", "_")
 
 
 def _fmt(keys: list[Key]) -> str:
