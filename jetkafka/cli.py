@@ -86,15 +86,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="directory to import the processor from (repeatable; the current directory always is)",
     )
     run.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="overrides logging.level")
-    run.set_defaults(handler=_cmd_run)
+    run.set_defaults(func=_cmd_run)
 
     validate = sub.add_parser("validate", help="check a YAML configuration and exit")
     validate.add_argument("config")
-    validate.set_defaults(handler=_cmd_validate)
+    validate.set_defaults(func=_cmd_validate)
 
     from jetkafka.devstack import commands as dev_commands
 
     dev_commands.register(sub)
+    from jetkafka.ops import commands as ops_commands
+
+    ops_commands.register(sub)
     return parser
 
 
@@ -102,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.handler(args))
+        return int(args.func(args))
     except JetkafkaError as exc:
         print(f"jetkafka: error: {exc}", file=sys.stderr)
         return 2

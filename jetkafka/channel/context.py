@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from kazoo.client import KazooClient, TransactionRequest
 
+from jetkafka.coordination.ownership import Lease
 from jetkafka.coordination.paths import GroupPaths
 from jetkafka.errors import CommitFenced
 
@@ -50,21 +51,54 @@ class ChannelContext:
         lease = self._channel._lease(topic, partition)
         return None if lease is None else lease.committed
 
+    def hold(self, topic: str, partition: int) -> Lease | None:
+        """This instance's current hold on a partition (None if not owned, or lost).
+
+        A partition that is lost and taken again gets a new hold, even by the same instance.
+        Work gathered under one hold is committed with ``commit(..., holds=...)``, so it can
+        never be committed under a later hold of the same partition. ``hold.committed`` is the
+        offset committed under it.
+        """
+        return self._channel._lease(topic, partition)
+
     def commit(
-        self, offsets: Mapping[Key, int], extra: Callable[[TransactionRequest], None] | None = None
+        self,
+        offsets: Mapping[Key, int],
+        extra: Callable[[TransactionRequest], None] | None = None,
+        holds: Mapping[Key, Lease] | None = None,
     ) -> None:
         """Commit ``offsets`` (next offset to read, per partition) atomically and fenced.
 
         Raises :class:`CommitFenced` naming a partition this instance no longer owns; then
-        nothing was written. ``extra`` adds operations to the same transaction.
+        nothing was written. ``extra`` adds operations to the same transaction. With ``holds``
+        (from :meth:`hold`), each listed partition commits under that hold, and is fenced if
+        the partition was taken again since.
         """
         commits = {}
         for (topic, partition), offset in offsets.items():
             lease = self._channel._lease(topic, partition)
+            if holds is not None and (topic, partition) in holds:
+                if holds[(topic, partition)] is not lease:
+                    raise CommitFenced(topic, partition, "commit refused: the partition was lost or taken again")
             if lease is None:
                 raise CommitFenced(topic, partition, "commit refused: partition not owned by this instance")
             commits[(topic, partition)] = (lease, offset)
-        self._channel._commit_many(commits, extra)
+        if holds is None:
+            self._channel._commit_many(commits, extra)
+            return
+        membership = self._channel._membership
+        assert membership is not None
+        try:
+            membership.offsets.commit_many(commits, extra)
+        except CommitFenced as exc:
+            key = (exc.topic, exc.partition)
+            # Only the hold that was fenced is lost; a later hold of the same partition (taken
+            # again between the check above and the transaction) is left alone.
+            if self._channel._lease(*key) is commits[key][0]:
+                self._channel.partitions_lost([key], exc.reason)
+            raise
+        for key, (_, offset) in commits.items():
+            self._channel.stats.committed(key, offset)
 
     def pause(self, topic: str | None = None, partition: int | None = None) -> None:
         self._channel.pause(topic, partition)

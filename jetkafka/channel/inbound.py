@@ -25,6 +25,8 @@ from typing import Any
 
 from jetkafka.channel.budget import BufferBudget
 from jetkafka.channel.context import ChannelContext
+from jetkafka.channel.dead_letter import DeadLetterSink
+from jetkafka.channel.failures import FailurePolicy
 from jetkafka.channel.fetcher import Fetcher
 from jetkafka.channel.partition import PartitionState
 from jetkafka.channel.stats import ChannelStats
@@ -94,6 +96,8 @@ class InboundChannel:
         self._running = False
         self._paused_all = False
         self._paused: set[Key] = set()
+        self._responder: Any = None  # jetkafka.ops.responder.CommandResponder while running
+        self._metrics: Any = None  # jetkafka.ops.metrics.MetricsHandle while running
 
     @classmethod
     def from_yaml(
@@ -126,7 +130,9 @@ class InboundChannel:
             self._queue = PartitionQueue(cfg.idle_ms)
             self._budget = BufferBudget(cfg.buffer_max_events, cfg.buffer_max_bytes)
             self._fetcher = Fetcher(self.config.kafka, cfg.group, self._state, self._queue.offer, self._budget)
-            self._membership = GroupMembership(self._controller, cfg, self, self.consumer_id)
+            self._membership = GroupMembership(
+                self._controller, cfg, self, self.consumer_id, on_rebalance=self.stats.rebalanced
+            )
             self._runner = BatchRunner(
                 cfg,
                 self.processor,
@@ -135,6 +141,7 @@ class InboundChannel:
                 self.stats,
                 self._remove,
                 lambda: not self._suspended,
+                FailurePolicy(cfg, self.stats, self._dead_letter_sink()),
             )
             self.processor.on_start(ChannelContext(self, self._controller.client, self._membership.paths))
             self._fetcher.start()
@@ -145,6 +152,15 @@ class InboundChannel:
             ]
             for t in self._workers:
                 t.start()
+            from jetkafka.ops.responder import CommandResponder
+
+            # Before joining: every take-over must find the responder there to apply pending resets.
+            self._responder = CommandResponder(self, self._controller.client)
+            self._responder.start()
+            if self.config.metrics.port is not None:
+                from jetkafka.ops.metrics import attach_channel
+
+                self._metrics = attach_channel(self)
             self._membership.start()
         except BaseException:
             self._teardown()
@@ -193,7 +209,19 @@ class InboundChannel:
         log.info("channel %s stopped: %s", self.config.channel.group, self.stats.summary())
         return not stuck
 
+    def _dead_letter_sink(self) -> DeadLetterSink | None:
+        policy = self.config.channel.on_error
+        if policy.mode != "dead-letter" or not policy.dead_letter_topic:
+            return None
+        return DeadLetterSink(self.config.kafka, policy.dead_letter_topic, self.config.channel.group)
+
     def _teardown(self) -> None:
+        if self._metrics is not None:
+            self._metrics.detach()
+            self._metrics = None
+        if self._responder is not None:
+            self._responder.stop()
+            self._responder = None
         self._workers_stop.set()
         if self._queue is not None:
             self._queue.close()
@@ -399,6 +427,8 @@ class InboundChannel:
             if self._is_paused(lease.key):
                 self._set_paused(state, True)
             self._queue.offer(state)
+        if self._responder is not None:  # resets issued while the partition had another owner
+            self._responder.partitions_taken([lease.key for lease in leases])
 
     def release_requested(self, keys: list[Key], reason: str) -> None:
         assert self._queue is not None and self._membership is not None
@@ -436,6 +466,7 @@ class InboundChannel:
             self._states_cond.notify_all()
         if current:  # else the partition was taken again already and is being fetched anew
             self._fetcher.unassign(state.key)
+            self.stats.forget(state.key)
 
 
 def _fmt_keys(keys: list[Key]) -> str:

@@ -55,7 +55,9 @@ class PartitionState:
         self.position = start_offset  # next offset to hand to the processor
         self.commit_pending: int | None = None  # an advance ZooKeeper could not take yet
         self.redeliver: list[Message] | None = None
+        self.isolating = False  # re-delivering ``redeliver`` one record at a time
         self.error_attempts = 0
+        self.halted: str | None = None  # why processing stopped until an operator repositions
 
         self.turn = Turn.IDLE
         self.not_before = 0.0
@@ -132,6 +134,9 @@ class PartitionState:
             self.out_of_range = False
         self.position = offset
         self.redeliver = None
+        self.isolating = False
+        self.error_attempts = 0
+        self.halted = None
 
     @property
     def committed(self) -> int | None:

@@ -121,6 +121,10 @@ class ChannelStats:
         with self._lock:
             self.rebalances[reason] += 1
 
+    def rebalance_counts(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self.rebalances)
+
     def forget(self, key: Key) -> None:
         """Drop the per-partition figures of a partition this channel no longer holds."""
         with self._lock:

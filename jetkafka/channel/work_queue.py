@@ -35,8 +35,8 @@ class PartitionQueue:
             return None
         if state.lost_reason is not None or state.release_reason is not None:
             return 0.0
-        if state.paused:
-            return None  # resume() offers it again
+        if state.paused or state.halted is not None:
+            return None  # resume() / reposition() offer it again
         if now < state.not_before:
             return state.not_before
         if state.has_buffered() or state.commit_pending is not None or state.out_of_range:

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from jetkafka.channel.failures import FailurePolicy
 from jetkafka.channel.partition import PartitionState
 from jetkafka.coordination.offsets import CommitUncertain
 from jetkafka.errors import CommitFenced, PartitionLost
@@ -54,7 +55,9 @@ class BatchRunner:
         stats: ChannelStats,
         remove: Callable[[PartitionState], None],
         commits_allowed: Callable[[], bool],
+        failures: FailurePolicy,
     ) -> None:
+        self.failures = failures
         self.config = config
         self.processor = processor
         self.membership = membership
@@ -95,9 +98,8 @@ class BatchRunner:
         )
 
     def _batch(self, state: PartitionState) -> None:
-        if state.redeliver is not None:
-            batch = state.redeliver
-        else:
+        batch = self.failures.next_batch(state)
+        if batch is None:
             batch, resume = state.take_batch(self.config.batch_max_events, self.config.batch_max_bytes)
             if resume:
                 self.fetcher.resume(state.key)
@@ -121,8 +123,7 @@ class BatchRunner:
             self._failed(state, source, batch, exc)
             return
         self.stats.batch_done(state.key, len(batch), time.perf_counter() - started, response.kind)
-        state.redeliver = None
-        state.error_attempts = 0
+        self.failures.succeeded(state, batch)
         state.last_activity = time.monotonic()
         state.idle_fired = False
         if self._apply(state, response, last + 1):
@@ -142,25 +143,14 @@ class BatchRunner:
             exc_info=exc if state.error_attempts == 1 else None,
         )
         response = self._call(state, "on_exception", source, exc)
-        if response is None:
-            backoff_ms = min(
-                self.config.error_backoff_max_ms,
-                self.config.error_backoff_ms * (2 ** (state.error_attempts - 1)),
-            )
-            state.redeliver = batch
-            state.not_before = time.monotonic() + backoff_ms / 1000
-            log.warning(
-                "%s[%d]: re-delivering offsets %d..%d in %d ms",
-                state.topic,
-                state.partition,
-                batch[0].offset(),
-                batch[-1].offset(),
-                backoff_ms,
-            )
+        if response is not None:
+            # The processor decided (e.g. advance = skip the batch): follow it.
+            self.failures.succeeded(state, batch)
+            self._apply(state, response, batch[-1].offset() + 1)
             return
-        state.redeliver = None
-        state.error_attempts = 0
-        self._apply(state, response, batch[-1].offset() + 1)
+        given_up = self.failures.failed(state, batch, exc)
+        if given_up is not None:
+            self._apply(state, BatchResponse.advance(), given_up.offset + 1)
 
     def _idle(self, state: PartitionState) -> None:
         if self.config.idle_ms <= 0 or state.idle_fired:
@@ -250,13 +240,23 @@ class BatchRunner:
             self._apply(state, response, state.position)
             if response.kind is not ResponseKind.ADVANCE or response.offset is not None:
                 return
-        target = low if self.config.auto_offset_reset == "earliest" else high
+        policy = self.config.on_out_of_range
+        if policy == "fail":
+            state.halted = str(error)
+            self.fetcher.pause(state.key)
+            log.critical(
+                "%s; partition halted (channel.on_out_of_range: fail): reset its offset with "
+                "`jetkafka offsets reset` to continue",
+                error,
+            )
+            return
+        target = low if policy == "earliest" else high
         log.error(
-            "%s[%d]: %s; continuing at %s offset %d (channel.auto_offset_reset)",
+            "%s[%d]: %s; continuing at %s offset %d (channel.on_out_of_range)",
             state.topic,
             state.partition,
             error,
-            self.config.auto_offset_reset,
+            policy,
             target,
         )
         self._reposition(state, target)

@@ -145,6 +145,42 @@ class ZooKeeperConfig:
     auth: ZooKeeperAuth | None = field(default=None, metadata=spec("digest authentication"))
 
 
+ERROR_MODES = ("retry", "skip", "dead-letter")
+
+
+@dataclass(frozen=True)
+class ErrorPolicyConfig:
+    mode: str = field(
+        default="retry",
+        metadata=spec(
+            "what to do with a batch the processor keeps failing on: retry it forever, or isolate the "
+            "failing record and skip it or send it to dead_letter_topic",
+            choices=ERROR_MODES,
+        ),
+    )
+    max_attempts: int = field(
+        default=5,
+        metadata=spec("attempts of a batch, then of the failing record, before skip or dead-letter", min=1, max=1000),
+    )
+    dead_letter_topic: str | None = field(
+        default=None, metadata=spec("topic receiving records given up on (dead-letter mode)", example="orders.dlq")
+    )
+
+    def __post_init__(self) -> None:
+        if self.mode == "dead-letter" and not self.dead_letter_topic:
+            raise Invalid(
+                "dead_letter_topic",
+                "required when mode is dead-letter",
+                "add dead_letter_topic: <topic>, e.g. dead_letter_topic: orders.dlq",
+            )
+        if self.mode != "dead-letter" and self.dead_letter_topic:
+            raise Invalid(
+                "dead_letter_topic",
+                f"is only used with mode: dead-letter, but mode is {self.mode}",
+                "remove dead_letter_topic, or set mode: dead-letter",
+            )
+
+
 @dataclass(frozen=True)
 class ChannelConfig:
     group: str = field(
@@ -210,6 +246,17 @@ class ChannelConfig:
     )
     commit_to_kafka: bool = field(
         default=False, metadata=spec("also write committed offsets to Kafka group offsets, for lag tools")
+    )
+    on_error: ErrorPolicyConfig = field(
+        default_factory=ErrorPolicyConfig, metadata=spec("policy for batches the processor keeps failing on")
+    )
+    on_out_of_range: str = field(
+        default="earliest",
+        metadata=spec(
+            "when the next offset fell out of the broker's log: continue at the earliest or latest offset, "
+            "or fail (pause the partition until an operator resets it)",
+            choices=("earliest", "latest", "fail"),
+        ),
     )
 
     def __post_init__(self) -> None:
@@ -300,6 +347,128 @@ class LoggingConfig:
     )
 
 
+def check_listen_host(value: str) -> None:
+    """A host name, an IPv4 address or a bare IPv6 address to bind a server to."""
+    if _HOST.fullmatch(value) or (":" in value and all(c in "0123456789abcdefABCDEF:." for c in value)):
+        return
+    raise Invalid(
+        "",
+        f"{value!r} is not a host name or IP address",
+        "write an address such as 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)",
+    )
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    port: int | None = field(
+        default=None,
+        metadata=spec(
+            "HTTP port of the Prometheus endpoint; unset: no endpoint; 0: any free port",
+            min=0,
+            max=65535,
+            example="9464",
+        ),
+    )
+    host: str = field(
+        default="127.0.0.1",
+        metadata=spec(
+            "address the endpoint listens on; 0.0.0.0 for every interface",
+            nonempty=True,
+            check=check_listen_host,
+        ),
+    )
+    watermark_interval_s: float = field(
+        default=10.0,
+        metadata=spec("seconds between look-ups of the owned partitions' watermarks", min=0.1, max=3600),
+    )
+
+
+_MEMORY = re.compile(r"[1-9][0-9]*[kmgt]?", re.IGNORECASE)
+DRIVER_MEMORY_MIN_MB = 1024
+DRIVER_MEMORY_MAX_MB = 8192
+
+
+def auto_driver_memory() -> str:
+    """A quarter of this machine's RAM, within 1g..8g: room for Spark next to the channel's buffers."""
+    try:
+        import psutil
+
+        total_mb = psutil.virtual_memory().total // (1024 * 1024)
+    except Exception:  # no psutil or no /proc: a size that fits any development machine
+        return "2g"
+    mb = max(DRIVER_MEMORY_MIN_MB, min(DRIVER_MEMORY_MAX_MB, total_mb // 4))
+    return f"{mb // 1024}g" if mb % 1024 == 0 else f"{mb}m"
+
+
+def check_spark_remote(value: str) -> None:
+    if not value.startswith("sc://") or len(value) <= len("sc://"):
+        raise Invalid(
+            "",
+            f"{value!r} is not a Spark Connect URL",
+            "write sc://host:port, e.g. sc://spark-connect.example.com:15002",
+        )
+
+
+def check_memory_size(value: str) -> None:
+    if not _MEMORY.fullmatch(value):
+        raise Invalid("", f"{value!r} is not a JVM memory size", "write a number with a unit, e.g. 4g or 512m")
+
+
+@dataclass(frozen=True)
+class SparkConfig:
+    master: str | None = field(
+        default=None,
+        metadata=spec(
+            "Spark master URL; local[*] when neither master nor remote is set",
+            example="local[*]",
+            nonempty=True,
+        ),
+    )
+    app_name: str = field(default="jetkafka", metadata=spec("Spark application name", nonempty=True))
+    remote: str | None = field(
+        default=None,
+        metadata=spec("Spark Connect URL sc://host:port (instead of master)", check=check_spark_remote),
+    )
+    driver_memory: str | None = field(
+        default=None,
+        metadata=spec(
+            "driver JVM heap, e.g. 4g; unset: a quarter of RAM within 1g..8g",
+            example="4g",
+            check=check_memory_size,
+        ),
+    )
+    conf: Mapping[str, str | int | float | bool] = field(
+        default_factory=FrozenMap,
+        metadata=spec(
+            "Spark properties passed to the session builder unchanged",
+            example="{spark.sql.shuffle.partitions: 8}",
+        ),
+    )
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "conf", freeze(self.conf))
+        if self.remote is not None and self.master is not None:
+            raise Invalid(
+                "remote",
+                f"cannot be combined with master ({self.master}): Spark Connect runs the driver on the server",
+                "keep remote: for Spark Connect, or master: for a driver in this process; not both",
+            )
+        if self.remote is None and self.master is None:
+            object.__setattr__(self, "master", "local[*]")
+        if self.driver_memory is not None and "spark.driver.memory" in self.conf:
+            raise Invalid(
+                "driver_memory",
+                "is also set as conf: spark.driver.memory",
+                "keep one of them; driver_memory is the usual place",
+            )
+
+    @property
+    def effective_driver_memory(self) -> str:
+        """The heap the driver JVM is started with (the explicit one, or sized for this machine)."""
+        explicit = self.conf.get("spark.driver.memory") or self.driver_memory
+        return str(explicit) if explicit else auto_driver_memory()
+
+
 @dataclass(frozen=True)
 class JetkafkaConfig:
     zookeeper: ZooKeeperConfig = field(metadata=spec("ZooKeeper ensemble holding ownership and offsets"))
@@ -312,6 +481,8 @@ class JetkafkaConfig:
     channel: ChannelConfig = field(metadata=spec("what to consume and how"))
     processor: ProcessorConfig | None = field(default=None, metadata=spec("the processor class to run"))
     logging: LoggingConfig = field(default_factory=LoggingConfig, metadata=spec("log output"))
+    metrics: MetricsConfig = field(default_factory=MetricsConfig, metadata=spec("Prometheus metrics endpoint"))
+    spark: SparkConfig = field(default_factory=SparkConfig, metadata=spec("Spark session of Spark processors"))
     source: str = field(default="<dict>", metadata=spec("file the configuration came from", yaml=False))
 
     def __post_init__(self) -> None:

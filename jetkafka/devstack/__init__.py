@@ -1,0 +1,32 @@
+"""A real local ZooKeeper and Kafka-protocol broker for development and tests.
+
+* :class:`ZooKeeperServer` / :class:`ZooKeeperEnsemble` run Apache ZooKeeper from pyspark's jars.
+* :class:`LocalBroker` runs noida-db's Kafka service; build clients with :func:`client_config`.
+* :class:`DevStack` keeps one of each running in a state directory (``jetkafka dev up``).
+
+Every failure to start or stop raises :class:`~jetkafka.errors.DevStackError` with the fix.
+"""
+
+from jetkafka.devstack.broker import LocalBroker, client_config, find_noida_binary
+from jetkafka.devstack.ports import check_port_free, free_port, free_ports, is_port_free
+from jetkafka.devstack.process import ProcessRecord, ServerProcess
+from jetkafka.devstack.stack import DevStack, StackInfo, default_state_dir
+from jetkafka.devstack.zookeeper import ZooKeeperEnsemble, ZooKeeperServer, find_java
+
+__all__ = [
+    "DevStack",
+    "LocalBroker",
+    "ProcessRecord",
+    "ServerProcess",
+    "StackInfo",
+    "ZooKeeperEnsemble",
+    "ZooKeeperServer",
+    "check_port_free",
+    "client_config",
+    "default_state_dir",
+    "find_java",
+    "find_noida_binary",
+    "free_port",
+    "free_ports",
+    "is_port_free",
+]

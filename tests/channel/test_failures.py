@@ -1,0 +1,149 @@
+"""Poison records under each on_error mode, and each out-of-range policy, for real."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from jetkafka import BatchResponse, EventBatch, OffsetOutOfRange, PartitionSource
+from jetkafka.coordination.offsets import OffsetStore
+from jetkafka.coordination.paths import GroupPaths
+from tests.support.channels import RecordingProcessor, committed_offsets, make_channel, values, wait_until
+
+POISON = b"poison"
+
+
+def records_with_poison(count: int, poison_at: int) -> list[tuple[int, bytes, bytes]]:
+    recs = values(count, 1)
+    recs[poison_at] = (0, b"bad", POISON)
+    return recs
+
+
+class PoisonAware(RecordingProcessor):
+    """Fails any batch holding the poison record; records only successful batches."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed_batches: list[tuple[int, int]] = []
+
+    def on_next_batch(self, source: PartitionSource, events: EventBatch) -> BatchResponse:
+        if any(e.value == POISON for e in events):
+            self.failed_batches.append((events.first_offset, len(events)))
+            raise ValueError("cannot parse record")
+        return super().on_next_batch(source, events)
+
+
+def test_retry_mode_never_moves_past_the_poison(zk, zk_connect, kafka_config, topic_factory, produce) -> None:
+    topic = topic_factory(partitions=1)
+    produce(topic, records_with_poison(100, 57))
+    proc = PoisonAware()
+    with make_channel(zk_connect, kafka_config, topic, proc, batch_max_events=50, error_backoff_ms=10, error_backoff_max_ms=20):
+        wait_until(lambda: len(proc.failed_batches) >= 6, what="repeated re-delivery")
+        assert committed_offsets(zk, "g", topic) == {0: 50}
+    assert sorted(proc.ids()) == list(range(50))
+    assert set(proc.failed_batches) == {(50, 50)}
+
+
+def test_skip_mode_isolates_and_skips_only_the_poison(zk, zk_connect, kafka_config, topic_factory, produce) -> None:
+    topic = topic_factory(partitions=1)
+    produce(topic, records_with_poison(200, 57))
+    proc = PoisonAware()
+    on_error = {"mode": "skip", "max_attempts": 2}
+    with make_channel(
+        zk_connect, kafka_config, topic, proc, batch_max_events=50, error_backoff_ms=10, on_error=on_error
+    ) as channel:
+        wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 200}, what="commit past the poison")
+        assert channel.stats.errors[((topic, 0), "skipped")] == 1
+    ids = proc.ids()
+    # Every good record processed exactly once; the poison never counted as processed.
+    assert sorted(ids) == [i for i in range(200) if i != 57]
+    # Two attempts of the whole batch, then two of the isolated poison record.
+    assert proc.failed_batches == [(50, 50), (50, 50), (57, 1), (57, 1)]
+
+
+def test_dead_letter_mode_sends_the_poison_with_error_headers(
+    zk, zk_connect, kafka_config, topic_factory, produce
+) -> None:
+    topic = topic_factory(partitions=1)
+    dlq = topic_factory(partitions=1)
+    produce(topic, records_with_poison(120, 57))
+    proc = PoisonAware()
+    on_error = {"mode": "dead-letter", "max_attempts": 1, "dead_letter_topic": dlq}
+    with make_channel(
+        zk_connect, kafka_config, topic, proc, batch_max_events=50, error_backoff_ms=10, on_error=on_error
+    ):
+        wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 120})
+    assert sorted(proc.ids()) == [i for i in range(120) if i != 57]
+
+    consumer = Consumer({**kafka_config, "group.id": "dlq-reader"})
+    consumer.assign([TopicPartition(dlq, 0, 0)])
+    got = []
+    deadline = time.monotonic() + 20
+    while not got and time.monotonic() < deadline:
+        got = [m for m in consumer.consume(10, 1.0) if m.error() is None]
+    consumer.close()
+    assert len(got) == 1
+    record = got[0]
+    assert record.value() == POISON and record.key() == b"bad"
+    headers = dict(record.headers())
+    assert headers["jetkafka.source.topic"] == topic.encode()
+    assert headers["jetkafka.source.offset"] == b"57"
+    assert headers["jetkafka.error.class"] == b"ValueError"
+    assert headers["jetkafka.error.message"] == b"cannot parse record"
+    assert headers["jetkafka.group"] == b"g"
+
+
+def out_of_range_setup(zk, kafka_config, topic_factory, produce) -> str:
+    """100 records, committed offset 10, then the log truncated below 50."""
+    topic = topic_factory(partitions=1)
+    produce(topic, values(100, 1))
+    OffsetStore(zk, GroupPaths("g")).write_unfenced(topic, 0, 10)
+    admin = AdminClient(dict(kafka_config))
+    result = admin.delete_records([TopicPartition(topic, 0, 50)])
+    for future in result.values():
+        future.result(timeout=10)
+    return topic
+
+
+class RangeRecorder(RecordingProcessor):
+    def on_exception(self, source: PartitionSource, error: BaseException) -> BatchResponse | None:
+        self.record("exception", source, error)
+        return None
+
+
+def test_out_of_range_earliest(zk, zk_connect, kafka_config, topic_factory, produce) -> None:
+    topic = out_of_range_setup(zk, kafka_config, topic_factory, produce)
+    proc = RangeRecorder()
+    with make_channel(zk_connect, kafka_config, topic, proc, on_out_of_range="earliest"):
+        wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 100})
+    assert sorted(proc.ids()) == list(range(50, 100))
+    (call,) = proc.calls_named("exception")
+    error = call[2]
+    assert isinstance(error, OffsetOutOfRange)
+    assert (error.offset, error.low, error.high) == (10, 50, 100)
+
+
+def test_out_of_range_latest(zk, zk_connect, kafka_config, topic_factory, produce) -> None:
+    topic = out_of_range_setup(zk, kafka_config, topic_factory, produce)
+    proc = RangeRecorder()
+    with make_channel(zk_connect, kafka_config, topic, proc, on_out_of_range="latest"):
+        wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 100})
+        produce(topic, values(5, 1, start=100))
+        wait_until(lambda: len(proc.delivered) == 5)
+    assert sorted(proc.ids()) == list(range(100, 105))
+
+
+def test_out_of_range_fail_halts_until_repositioned(zk, zk_connect, kafka_config, topic_factory, produce) -> None:
+    topic = out_of_range_setup(zk, kafka_config, topic_factory, produce)
+    proc = RangeRecorder()
+    with make_channel(zk_connect, kafka_config, topic, proc, on_out_of_range="fail") as channel:
+        wait_until(lambda: len(proc.calls_named("exception")) == 1, what="out-of-range reported")
+        time.sleep(1.0)
+        assert proc.delivered == []
+        assert committed_offsets(zk, "g", topic) == {0: 10}
+        assert channel.owned_partitions() == [(topic, 0)]
+        channel.reposition(topic, 0, 50)
+        wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 100})
+    assert sorted(proc.ids()) == list(range(50, 100))

@@ -1,0 +1,1 @@
+"""Test code shared by the suite that is not a fixture."""
