@@ -1,7 +1,8 @@
 """The ``jetkafka`` command.
 
 ``jetkafka run CONFIG`` runs a channel until SIGTERM or SIGINT, then shuts down gracefully and
-exits 0; a second SIGINT exits at once (status 130) without committing anything more.
+exits 0; a second SIGINT exits at once (status 130) without committing anything more. While it
+runs, valid changes of CONFIG are applied (hot deploy), invalid ones are logged and ignored.
 Errors a user can cause are printed as one message with the fix, never as a traceback.
 """
 
@@ -57,6 +58,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     channel.start()
+    if not args.no_watch:
+        channel.watch(args.config)
     while not stop.wait(0.5):
         pass
     clean = channel.shutdown()
@@ -70,6 +73,33 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     ch = config.channel
     print(f"{config.source}: valid (group {ch.group}, topics {', '.join(ch.topics)}, coordinator {ch.coordinator})")
     return 0
+
+
+def _cmd_pause(args: argparse.Namespace) -> int:
+    from jetkafka.config import load_config
+    from jetkafka.coordination.control import GroupControl
+    from jetkafka.coordination.paths import GroupPaths
+    from jetkafka.coordination.session import build_client, start_client
+
+    config = load_config(args.config)
+    client = build_client(config.zookeeper)
+    start_client(client, config.zookeeper)
+    try:
+        control = GroupControl(client, GroupPaths(config.channel.group))
+        target = f"instance {args.instance}" if args.instance else f"group {config.channel.group}"
+        if args.command == "pause":
+            changed = control.pause(args.instance, args.reason or "")
+            print(f"{target}: {'paused' if changed else 'was already paused'}")
+        else:
+            changed = control.resume(args.instance)
+            print(f"{target}: {'resumed' if changed else 'was not paused'}")
+            others = [t for t in control.paused_targets() if t != (args.instance or "_all")]
+            if others:
+                print(f"still paused: {', '.join('the whole group' if t == '_all' else t for t in others)}")
+        return 0
+    finally:
+        client.stop()
+        client.close()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,11 +116,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="directory to import the processor from (repeatable; the current directory always is)",
     )
     run.add_argument("--log-level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="overrides logging.level")
+    run.add_argument(
+        "--no-watch", action="store_true", help="do not apply changes of the YAML file while running (hot deploy)"
+    )
     run.set_defaults(func=_cmd_run)
 
     validate = sub.add_parser("validate", help="check a YAML configuration and exit")
     validate.add_argument("config")
     validate.set_defaults(func=_cmd_validate)
+
+    for name, text in (("pause", "pause a running group, or one instance of it"), ("resume", "lift a pause")):
+        cmd = sub.add_parser(name, help=text, description=f"{text.capitalize()}, through ZooKeeper.")
+        cmd.add_argument("--config", required=True, help="the group's YAML configuration")
+        cmd.add_argument("--instance", metavar="ID", help="one consumer id (see `jetkafka status`); default: the whole group")
+        if name == "pause":
+            cmd.add_argument("--reason", help="recorded with the pause")
+        cmd.set_defaults(func=_cmd_pause)
 
     from jetkafka.devstack import commands as dev_commands
 

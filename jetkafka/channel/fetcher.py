@@ -65,7 +65,10 @@ class Fetcher:
 
     # -- metadata (any thread) -------------------------------------------------------------
 
-    def partition_counts(self, topics: tuple[str, ...], timeout: float = 10.0) -> dict[str, int]:
+    def partition_counts(
+        self, topics: tuple[str, ...], timeout: float = 10.0, missing_ok: bool = False
+    ) -> dict[str, int]:
+        """Partitions per topic; a missing topic raises :class:`TopicNotFound` unless ``missing_ok``."""
         try:
             with self._meta_lock:
                 meta = self._meta.list_topics(timeout=timeout)
@@ -78,6 +81,8 @@ class Fetcher:
         for topic in topics:
             tmeta = meta.topics.get(topic)
             if tmeta is None or tmeta.error is not None or not tmeta.partitions:
+                if missing_ok:
+                    continue
                 raise TopicNotFound(
                     f"topic {topic!r} does not exist on {self._bootstrap}; create it, or fix channel.topics"
                 )

@@ -25,14 +25,17 @@ from typing import Any
 
 from jetkafka.channel.budget import BufferBudget
 from jetkafka.channel.context import ChannelContext
+from jetkafka.channel.controls import ChannelControls
 from jetkafka.channel.dead_letter import DeadLetterSink
 from jetkafka.channel.failures import FailurePolicy
 from jetkafka.channel.fetcher import Fetcher
+from jetkafka.channel.hot_deploy import Change, ConfigWatcher, plan_change
 from jetkafka.channel.partition import PartitionState
 from jetkafka.channel.stats import ChannelStats
 from jetkafka.channel.work_queue import PartitionQueue
 from jetkafka.channel.worker import BatchRunner
 from jetkafka.config import JetkafkaConfig, load_config, parse_config
+from jetkafka.coordination.control import PauseWatch
 from jetkafka.coordination.controller import KafkaController
 from jetkafka.coordination.membership import GroupMembership
 from jetkafka.coordination.offsets import CommitUncertain
@@ -47,7 +50,7 @@ log = logging.getLogger("jetkafka.channel")
 Key = tuple[str, int]
 
 
-class InboundChannel:
+class InboundChannel(ChannelControls):
     """A consumer of ``channel.topics`` in group ``channel.group``.
 
     Build it from a file (:meth:`from_yaml`), a dict (:meth:`from_dict`) or a
@@ -96,6 +99,10 @@ class InboundChannel:
         self._running = False
         self._paused_all = False
         self._paused: set[Key] = set()
+        self._pause_watch: PauseWatch | None = None
+        self._pythonpath = tuple(pythonpath)
+        self._watcher: ConfigWatcher | None = None
+        self._reconfiguring = threading.Lock()
         self._responder: Any = None  # jetkafka.ops.responder.CommandResponder while running
         self._metrics: Any = None  # jetkafka.ops.metrics.MetricsHandle while running
 
@@ -161,6 +168,9 @@ class InboundChannel:
                 from jetkafka.ops.metrics import attach_channel
 
                 self._metrics = attach_channel(self)
+            self._pause_watch = PauseWatch(
+                self._controller.client, self._membership.paths, self.consumer_id, self._paused_from_zookeeper
+            )
             self._membership.start()
         except BaseException:
             self._teardown()
@@ -182,6 +192,13 @@ class InboundChannel:
         batch finish, calls ``on_stream_termination`` per partition and applies its response,
         then deletes each owner node as soon as that partition is done.
         """
+        if self._watcher is not None:
+            self._watcher.stop()
+            self._watcher = None
+        with self._reconfiguring:
+            return self._leave(timeout)
+
+    def _leave(self, timeout: float | None) -> bool:
         if not self._running:
             return True
         self._running = False
@@ -209,13 +226,84 @@ class InboundChannel:
         log.info("channel %s stopped: %s", self.config.channel.group, self.stats.summary())
         return not stuck
 
+    # -- hot deploy ------------------------------------------------------------------------
+
+    def watch(self, path: str | os.PathLike[str] | None = None) -> None:
+        """Apply every valid change of the YAML file (default: the one loaded) while running."""
+        path = path or self.config.source
+        if not os.path.isfile(path):
+            raise ConfigError(str(path), "", "cannot watch: not a file", "pass the YAML file the channel runs on")
+        if self._watcher is None:
+            self._watcher = ConfigWatcher(path, self.reconfigure)
+            self._watcher.start()
+
+    def reconfigure(self, new: JetkafkaConfig) -> Change:
+        """Move the running channel onto ``new``: in place, or by releasing and resubscribing.
+
+        A configuration that cannot run (a missing topic, a processor that cannot be built,
+        a start that fails) is rejected with one logged error; the channel keeps running on the
+        configuration it had.
+        """
+        with self._reconfiguring:
+            change = plan_change(self.config, new)
+            if change.kind == "none" or not self._running:
+                return change
+            log.info("%s changed: %s", new.source, change)
+            if change.kind == "in-place":
+                self._apply_in_place(new)
+                return change
+            try:
+                processor = self._processor_for(new)
+                if new.kafka == self.config.kafka and self._fetcher is not None:
+                    self._fetcher.partition_counts(new.channel.topics)  # raises TopicNotFound
+            except JetkafkaError as exc:
+                log.error("%s: not applied, still running on the previous configuration: %s", new.source, exc)
+                return Change("rejected", change.keys)
+            old_config, old_processor = self.config, self.processor
+            self._leave(None)
+            self.config, self.processor = new, processor
+            try:
+                self.start()
+            except JetkafkaError as exc:
+                log.error("%s: start failed (%s); going back to the previous configuration", new.source, exc)
+                self.config, self.processor = old_config, old_processor
+                self.start()
+                return Change("rejected", change.keys)
+            return change
+
+    def _processor_for(self, new: JetkafkaConfig) -> BatchEventProcessor:
+        if new.processor is None or new.processor == self.config.processor:
+            return self.processor
+        return load_processor(new.processor, self._pythonpath)
+
+    def _apply_in_place(self, new: JetkafkaConfig) -> None:
+        self.config = new
+        cfg = new.channel
+        logging.getLogger("jetkafka").setLevel(new.logging.level)
+        if self._runner is not None:
+            self._runner.config = cfg
+            self._runner.failures.config = cfg
+            self._runner.failures.dead_letter = self._dead_letter_sink()
+        if self._queue is not None:
+            self._queue.set_idle_ms(cfg.idle_ms)
+        if self._membership is not None:
+            self._membership.config = cfg
+
     def _dead_letter_sink(self) -> DeadLetterSink | None:
         policy = self.config.channel.on_error
         if policy.mode != "dead-letter" or not policy.dead_letter_topic:
             return None
         return DeadLetterSink(self.config.kafka, policy.dead_letter_topic, self.config.channel.group)
 
+    def _paused_from_zookeeper(self, paused: bool) -> None:
+        # Watch callbacks run on kazoo's thread; pausing writes to ZooKeeper, so hand it over.
+        if self._controller is not None:
+            self._controller.call(self.pause if paused else self.resume)
+
     def _teardown(self) -> None:
+        if self._pause_watch is not None:
+            self._pause_watch.stop()
+            self._pause_watch = None
         if self._metrics is not None:
             self._metrics.detach()
             self._metrics = None
@@ -269,102 +357,6 @@ class InboundChannel:
         for key, (_, offset) in commits.items():
             self.stats.committed(key, offset)
 
-    # -- pause and resume ------------------------------------------------------------------
-
-    def pause(self, topic: str | None = None, partition: int | None = None) -> None:
-        """Stop fetching and processing (all partitions, a topic, or one partition).
-
-        Partitions stay owned and the session stays open; the batch in hand finishes.
-        Partitions taken while paused start paused.
-        """
-        with self._states_cond:
-            if topic is None:
-                self._paused_all = True
-                keys = list(self._states)
-            else:
-                keys = [k for k in self._states if k[0] == topic and partition in (None, k[1])]
-                if partition is not None:
-                    keys = [(topic, partition)]
-                self._paused.update(keys)
-            states = [self._states[k] for k in keys if k in self._states]
-        for state in states:
-            self._set_paused(state, True)
-        if topic is None and self._membership is not None:
-            self._membership.set_paused(True)
-        log.info("paused %s", "all partitions" if topic is None else _fmt_keys(keys))
-
-    def resume(self, topic: str | None = None, partition: int | None = None) -> None:
-        """Undo :meth:`pause`; processing continues at the exact offset it stopped at."""
-        with self._states_cond:
-            if topic is None:
-                self._paused_all = False
-                self._paused.clear()
-                keys = list(self._states)
-            else:
-                keys = [k for k in self._states if k[0] == topic and partition in (None, k[1])]
-                self._paused.difference_update(keys)
-            states = [self._states[k] for k in keys if k in self._states]
-        for state in states:
-            if not self._is_paused(state.key):
-                self._set_paused(state, False)
-        if topic is None and self._membership is not None:
-            self._membership.set_paused(False)
-        log.info("resumed %s", "all partitions" if topic is None else _fmt_keys(keys))
-
-    @property
-    def paused(self) -> bool:
-        return self._paused_all
-
-    def reposition(
-        self,
-        topic: str,
-        partition: int,
-        offset: int,
-        extra: Any = None,
-        timeout: float = 30.0,
-    ) -> int | None:
-        """Move an owned partition to ``offset``: pause it, let its batch in hand finish,
-        commit ``offset`` fenced (with ``extra`` operations in the same transaction), drop
-        what was buffered, and resume there. Returns the offset committed before.
-
-        Raises :class:`CommitFenced` if the partition is not (or no longer) owned here, and
-        :class:`TimeoutError` if the batch in hand does not finish within ``timeout``.
-        """
-        assert self._queue is not None and self._fetcher is not None
-        key = (topic, partition)
-        state = self._states.get(key)
-        if state is None or state.lost_reason:
-            raise CommitFenced(topic, partition, "reposition refused: partition not owned by this instance")
-        was_paused = self._is_paused(key)
-        self.pause(topic, partition)
-        try:
-            if not self._queue.wait_idle(state, timeout):
-                raise TimeoutError(f"{topic}[{partition}]: batch in hand did not finish within {timeout:g} s")
-            old = state.committed
-            self._commit_many({key: (state.lease, offset)}, extra)
-            state.commit_pending = None
-            state.reposition(offset)
-            self._fetcher.seek(key, offset)
-            log.info("%s[%d]: repositioned from committed offset %s to %d", topic, partition, old, offset)
-            return old
-        finally:
-            if not was_paused:
-                self.resume(topic, partition)
-
-    def _is_paused(self, key: Key) -> bool:
-        return self._paused_all or key in self._paused
-
-    def _set_paused(self, state: PartitionState, paused: bool) -> None:
-        assert self._fetcher is not None and self._queue is not None
-        if state.paused == paused:
-            return
-        state.paused = paused
-        if paused:
-            self._fetcher.pause(state.key)
-        else:
-            self._fetcher.resume(state.key)
-            self._queue.offer(state)
-
     # -- the workers -----------------------------------------------------------------------
 
     def _work(self) -> None:
@@ -388,9 +380,9 @@ class InboundChannel:
     def _state(self, key: Key) -> PartitionState | None:
         return self._states.get(key)
 
-    def partition_counts(self, topics: tuple[str, ...]) -> Mapping[str, int]:
+    def partition_counts(self, topics: tuple[str, ...], missing_ok: bool = False) -> Mapping[str, int]:
         assert self._fetcher is not None
-        return self._fetcher.partition_counts(topics)
+        return self._fetcher.partition_counts(topics, missing_ok=missing_ok)
 
     def partitions_taken(self, leases: list[Lease]) -> None:
         assert self._fetcher is not None and self._queue is not None and self._membership is not None
@@ -467,10 +459,6 @@ class InboundChannel:
         if current:  # else the partition was taken again already and is being fetched anew
             self._fetcher.unassign(state.key)
             self.stats.forget(state.key)
-
-
-def _fmt_keys(keys: list[Key]) -> str:
-    return ", ".join(f"{t}[{p}]" for t, p in sorted(keys)) or "no partitions"
 
 
 __all__ = ["InboundChannel", "JetkafkaError"]

@@ -106,6 +106,11 @@ class PartitionQueue:
                 self._cond.wait(left)
             return True
 
+    def set_idle_ms(self, idle_ms: int) -> None:
+        with self._cond:
+            self._idle_s = idle_ms / 1000
+            self._cond.notify_all()
+
     def close(self) -> None:
         with self._cond:
             self._closed = True

@@ -35,7 +35,7 @@ Key = tuple[str, int]
 class PartitionHolder(Protocol):
     """The channel side of a membership."""
 
-    def partition_counts(self, topics: tuple[str, ...]) -> Mapping[str, int]: ...
+    def partition_counts(self, topics: tuple[str, ...], missing_ok: bool = False) -> Mapping[str, int]: ...
 
     def partitions_taken(self, leases: list[Lease]) -> None: ...
 
@@ -159,9 +159,12 @@ class GroupMembership:
             # Our registration vanished (an operator deleted it, or the session was renewed).
             self.registry.register(self.info())
             consumers = self.registry.live()
-        counts = self._holder.partition_counts(self.config.topics)
+        counts = self._holder.partition_counts(self.config.topics, missing_ok=True)
         for topic in self.config.topics:
-            self._rebalance_topic(topic, counts[topic], consumers, reason)
+            if topic in counts:
+                self._rebalance_topic(topic, counts[topic], consumers, reason)
+            else:
+                self._topic_gone(topic)
 
     def _rebalance_topic(self, topic: str, count: int, consumers: Mapping[str, ConsumerInfo], reason: str) -> None:
         owners = self.ownership.owners(topic)
@@ -203,6 +206,18 @@ class GroupMembership:
         if taken:
             log.info("rebalance (%s): took %s", reason, _fmt([lease.key for lease in taken]))
             self._holder.partitions_taken(taken)
+
+    def _topic_gone(self, topic: str) -> None:
+        with self._lock:
+            held = [k for k in self._leases if k[0] == topic and k not in self._releasing]
+            self._releasing.update(held)
+        if held:
+            log.error(
+                "topic %s no longer exists on the cluster: releasing %s; it is consumed again once it exists",
+                topic,
+                _fmt(held),
+            )
+            self._holder.release_requested(held, f"topic {topic} deleted")
 
     def _check_leases(self, topic: str, owners: Mapping[int, str]) -> None:
         with self._lock:

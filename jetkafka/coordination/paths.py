@@ -5,6 +5,7 @@ Layout (under the chroot of ``zookeeper.connect``)::
     /consumers/<group>/ids/<consumer-id>            ephemeral   JSON: host, pid, started, topics, coordinator
     /consumers/<group>/owners/<topic>/<partition>   ephemeral   the owning consumer id
     /consumers/<group>/offsets/<topic>/<partition>  persistent  next offset to read, ASCII decimal ("" = none)
+    /consumers/<group>/control/paused/<target>      persistent  exists = paused; target "_all" or a consumer id
 
 The ids/owners/offsets shape is the one Kafka 0.8 consumers used, so existing tools that read
 ``offsets`` keep working.
@@ -41,3 +42,14 @@ class GroupPaths:
 
     def offset(self, topic: str, partition: int) -> str:
         return f"{self.offsets(topic)}/{partition}"
+
+    @property
+    def paused(self) -> str:
+        return f"{self.root}/control/paused"
+
+    def pause_marker(self, consumer_id: str | None) -> str:
+        """The node that pauses one consumer, or (``None``) every consumer of the group."""
+        return f"{self.paused}/{consumer_id or ALL}"
+
+
+ALL = "_all"

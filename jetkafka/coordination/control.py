@@ -1,0 +1,102 @@
+"""Pausing a group, or one instance of it, from anywhere that reaches ZooKeeper.
+
+A persistent marker node means "paused": ``control/paused/_all`` for the whole group,
+``control/paused/<consumer-id>`` for one instance. Each channel watches the two nodes that
+concern it and pauses or resumes itself when they appear or vanish; a channel that starts while
+a marker exists starts paused. Markers are persistent on purpose: a pause outlives restarts
+of the paused instances until someone resumes.
+
+Paused instances keep their partitions and their session, so nothing is rebalanced.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import time
+from collections.abc import Callable
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.recipe.watchers import DataWatch
+
+from jetkafka.coordination.paths import GroupPaths
+from jetkafka.errors import JetkafkaError
+
+log = logging.getLogger(__name__)
+
+
+class GroupControl:
+    """The command side: write and remove pause markers."""
+
+    def __init__(self, client: KazooClient, paths: GroupPaths) -> None:
+        self._client = client
+        self._paths = paths
+
+    def _check_instance(self, consumer_id: str | None) -> None:
+        if consumer_id is None:
+            return
+        try:
+            live = self._client.get_children(self._paths.ids)
+        except NoNodeError:
+            live = []
+        if consumer_id not in live:
+            listed = ", ".join(sorted(live)) or "none"
+            raise JetkafkaError(
+                f"no live instance {consumer_id!r} in group {self._paths.group} (live: {listed}); "
+                "see `jetkafka status` for the ids"
+            )
+
+    def pause(self, consumer_id: str | None = None, reason: str = "") -> bool:
+        """Pause the group (or one instance); False if it was paused already."""
+        self._check_instance(consumer_id)
+        data = json.dumps({"by": socket.gethostname(), "at": time.time(), "reason": reason}).encode()
+        try:
+            self._client.create(self._paths.pause_marker(consumer_id), data, makepath=True)
+        except NodeExistsError:
+            return False
+        return True
+
+    def resume(self, consumer_id: str | None = None) -> bool:
+        """Lift a pause; False if there was none."""
+        try:
+            self._client.delete(self._paths.pause_marker(consumer_id))
+        except NoNodeError:
+            return False
+        return True
+
+    def paused_targets(self) -> list[str]:
+        try:
+            return sorted(self._client.get_children(self._paths.paused))
+        except NoNodeError:
+            return []
+
+
+class PauseWatch:
+    """The instance side: calls ``apply(paused)`` whenever the markers for it change."""
+
+    def __init__(
+        self, client: KazooClient, paths: GroupPaths, consumer_id: str, apply: Callable[[bool], None]
+    ) -> None:
+        self._apply = apply
+        self._flags = {"group": False, "instance": False}
+        self._active = True
+        self._paused = False
+        client.ensure_path(paths.paused)
+        DataWatch(client, paths.pause_marker(None), lambda d, s: self._changed("group", s is not None))
+        DataWatch(client, paths.pause_marker(consumer_id), lambda d, s: self._changed("instance", s is not None))
+
+    def _changed(self, which: str, exists: bool) -> bool:
+        if not self._active:
+            return False  # removes the watch
+        self._flags[which] = exists
+        paused = any(self._flags.values())
+        if paused != self._paused:
+            self._paused = paused
+            log.info("%s pause marker %s", which, "set" if exists else "removed")
+            self._apply(paused)
+        return True
+
+    def stop(self) -> None:
+        self._active = False

@@ -1,0 +1,192 @@
+"""Hot deploy from an edited YAML file, under load, counting every event."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from jetkafka import InboundChannel, JetkafkaConfig, parse_config
+from jetkafka.channel.hot_deploy import plan_change
+from tests.support.channels import RecordingProcessor, channel_config, values, wait_until
+
+
+def write_config(path: Path, config: dict[str, Any], via_rename: bool = False) -> None:
+    text = yaml.safe_dump(config)
+    if via_rename:  # what many editors do: write a temporary file, rename it over the original
+        tmp = path.with_suffix(".swp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    else:
+        path.write_text(text)
+
+
+class Tracking(RecordingProcessor):
+    def on_stream_termination(self, source):  # type: ignore[no-untyped-def]
+        return super().on_stream_termination(source)
+
+
+def base(zk_connect: str, kafka_config: dict, topic: str) -> dict[str, Any]:
+    return channel_config(zk_connect, kafka_config, [topic], threads=2, batch_max_events=20)
+
+
+def parsed(config: dict[str, Any]) -> JetkafkaConfig:
+    return parse_config(config)
+
+
+def test_plan_change_classifies_every_kind(zk_connect, kafka_config) -> None:
+    old = base(zk_connect, kafka_config, "t")
+
+    def changed(**channel: Any) -> dict[str, Any]:
+        return {**old, "channel": {**old["channel"], **channel}}
+
+    assert plan_change(parsed(old), parsed(old)).kind == "none"
+    assert plan_change(parsed(old), parsed(changed(batch_max_events=7))).kind == "in-place"
+    assert plan_change(parsed(old), parsed({**old, "logging": {"level": "DEBUG"}})).kind == "in-place"
+    assert plan_change(parsed(old), parsed(changed(threads=4))).kind == "resubscribe"
+    assert plan_change(parsed(old), parsed(changed(topics=["u"]))).kind == "resubscribe"
+    zk_moved = {**old, "zookeeper": {**old["zookeeper"], "session_timeout_s": 9}}
+    assert plan_change(parsed(old), parsed(zk_moved)).keys == ("zookeeper",)
+
+
+def test_threads_then_coordinator_then_invalid_file_under_load(
+    tmp_path, zk_connect, kafka_config, topic_factory, produce, caplog
+) -> None:
+    topic = topic_factory(partitions=4)
+    path = tmp_path / "channel.yaml"
+    config = base(zk_connect, kafka_config, topic)
+    write_config(path, config)
+    proc = Tracking()
+    channel = InboundChannel.from_yaml(path, processor=proc)
+    channel.start()
+    channel.watch()
+    sent = 0
+
+    def load(n: int) -> None:
+        nonlocal sent
+        produce(topic, values(n, 4, start=sent))
+        sent += n
+
+    try:
+        load(400)
+        wait_until(lambda: len(proc.delivered) >= 400)
+
+        # threads 2 -> 4: partitions are released gracefully and taken again.
+        config["channel"]["threads"] = 4
+        write_config(path, config, via_rename=True)
+        wait_until(lambda: channel.config.channel.threads == 4, what="threads applied")
+        wait_until(lambda: len(channel.owned_partitions()) == 4)
+        assert len(proc.calls_named("termination")) == 4
+        load(400)
+        wait_until(lambda: set(proc.ids()) >= set(range(800)), what="first 800 delivered")
+
+        # dynamic -> static with two partitions.
+        config["channel"].update(coordinator="static", partitions={topic: [1, 3]})
+        write_config(path, config)
+        wait_until(lambda: channel.owned_partitions() == [(topic, 1), (topic, 3)], what="static partitions")
+        load(400)
+        wait_until(lambda: len({i for i in proc.ids() if i % 4 in (1, 3)}) == 600, what="static share delivered")
+
+        # An invalid file keeps the running configuration.
+        caplog.set_level(logging.ERROR, logger="jetkafka.hot_deploy")
+        path.write_text(path.read_text().replace("threads: 4", "threads: four"))
+        wait_until(lambda: "still running on the previous configuration" in caplog.text, what="error logged")
+        assert "channel.threads" in caplog.text
+        load(400)
+        wait_until(lambda: len({i for i in proc.ids() if i % 4 in (1, 3)}) == 800)
+        assert channel.owned_partitions() == [(topic, 1), (topic, 3)]
+        assert channel.config.channel.coordinator == "static"
+    finally:
+        channel.shutdown()
+    ids = proc.ids()
+    expected_static = {i for i in range(sent) if i % 4 in (1, 3) or i < 800}
+    # 0 lost: everything consumed while the partitions were owned here was delivered.
+    assert expected_static <= set(ids)
+    # Releases committed what was processed, so nothing was delivered twice.
+    assert len(ids) == len(set(ids))
+    assert proc.violations == []
+
+
+def test_in_place_change_keeps_partitions(tmp_path, zk_connect, kafka_config, topic_factory, produce) -> None:
+    topic = topic_factory(partitions=2)
+    path = tmp_path / "channel.yaml"
+    config = base(zk_connect, kafka_config, topic)
+    write_config(path, config)
+    sizes: list[int] = []
+    proc = RecordingProcessor()
+    original = proc._response
+
+    def respond(source, events):  # type: ignore[no-untyped-def]
+        sizes.append(len(events))
+        return original(source, events)
+
+    proc._response = respond
+    with InboundChannel.from_yaml(path, processor=proc) as channel:
+        channel.watch()
+        produce(topic, values(200, 2))
+        wait_until(lambda: len(proc.delivered) == 200)
+        config["channel"]["batch_max_events"] = 5
+        write_config(path, config)
+        wait_until(lambda: channel.config.channel.batch_max_events == 5)
+        produce(topic, values(200, 2, start=200))
+        wait_until(lambda: len(proc.delivered) == 400)
+        assert proc.calls_named("termination") == []
+    assert max(sizes[-10:]) <= 5
+
+
+def test_pause_and_resume_from_the_shell(tmp_path, zk_connect, kafka_config, topic_factory, produce) -> None:
+    topic = topic_factory(partitions=2)
+    path = tmp_path / "channel.yaml"
+    write_config(path, base(zk_connect, kafka_config, topic))
+    proc = RecordingProcessor()
+
+    def jetkafka(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "jetkafka", *args], capture_output=True, text=True, timeout=60)
+
+    with InboundChannel.from_yaml(path, processor=proc) as channel:
+        wait_until(lambda: len(channel.owned_partitions()) == 2)
+        done = jetkafka("pause", "--config", str(path), "--reason", "maintenance")
+        assert done.returncode == 0, done.stderr
+        assert "paused" in done.stdout
+        wait_until(lambda: channel.paused, what="paused through ZooKeeper")
+        produce(topic, values(100, 2))
+        time.sleep(1.0)
+        assert proc.delivered == []
+        assert len(channel.owned_partitions()) == 2
+        missing = jetkafka("resume", "--config", str(path), "--instance", "nobody")
+        assert missing.returncode == 0 and "was not paused" in missing.stdout
+        done = jetkafka("resume", "--config", str(path))
+        assert done.returncode == 0, done.stderr
+        wait_until(lambda: len(proc.delivered) == 100)
+    # A pause of an instance that does not exist is refused with the live ids.
+    bad = jetkafka("pause", "--config", str(path), "--instance", "nobody")
+    assert bad.returncode == 2 and "no live instance 'nobody'" in bad.stderr
+
+
+def test_instance_started_while_group_paused_starts_paused(
+    tmp_path, zk_connect, kafka_config, topic_factory, produce
+) -> None:
+    topic = topic_factory(partitions=1)
+    path = tmp_path / "channel.yaml"
+    write_config(path, base(zk_connect, kafka_config, topic))
+    produce(topic, values(10, 1))
+    assert subprocess.run([sys.executable, "-m", "jetkafka", "pause", "--config", str(path)], timeout=60).returncode == 0
+    proc = RecordingProcessor()
+    with InboundChannel.from_yaml(path, processor=proc) as channel:
+        wait_until(lambda: len(channel.owned_partitions()) == 1)
+        time.sleep(1.0)
+        assert proc.delivered == [] and channel.paused
+        subprocess.run([sys.executable, "-m", "jetkafka", "resume", "--config", str(path)], timeout=60, check=True)
+        wait_until(lambda: len(proc.delivered) == 10)
+
+
+@pytest.fixture(autouse=True)
+def _quiet_kazoo() -> None:
+    logging.getLogger("kazoo").setLevel(logging.WARNING)
