@@ -73,6 +73,16 @@ def zk_connect(cluster: Cluster) -> Iterator[str]:
 
 
 @pytest.fixture
+def zk(zk_connect: str) -> Iterator[KazooClient]:
+    """A plain client rooted in the test's chroot, to inspect what channels wrote."""
+    client = KazooClient(hosts=zk_connect)
+    client.start(timeout=10)
+    yield client
+    client.stop()
+    client.close()
+
+
+@pytest.fixture
 def kafka_config(cluster: Cluster) -> dict[str, Any]:
     """librdkafka properties for the session's broker (a fresh dict per test)."""
     return cluster.client_config()

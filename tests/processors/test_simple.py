@@ -4,22 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 from kazoo.client import KazooClient
 
 from jetkafka import EventBatch, SimpleKafkaProcessor
 from tests.support.channels import committed_offsets, make_channel, values, wait_until
-
-
-@pytest.fixture
-def zk(zk_connect: str) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=zk_connect)
-    client.start(timeout=10)
-    yield client
-    client.stop()
-    client.close()
 
 
 class Collector:
