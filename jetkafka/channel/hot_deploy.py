@@ -31,12 +31,21 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from jetkafka.config import JetkafkaConfig, load_config
-from jetkafka.errors import ConfigError
+from jetkafka.errors import ConfigError, JetkafkaError
+from jetkafka.processors.base import BatchEventProcessor
+from jetkafka.processors.loading import load_processor
+
+if TYPE_CHECKING:
+    from jetkafka.channel.fetcher import Fetcher
+    from jetkafka.channel.work_queue import PartitionQueue
+    from jetkafka.channel.worker import BatchRunner
+    from jetkafka.coordination.membership import GroupMembership
 
 log = logging.getLogger("jetkafka.hot_deploy")
 
@@ -152,3 +161,83 @@ class ConfigWatcher:
             self._apply(config)
         except Exception:
             log.exception("applying the changed %s failed", self.path)
+
+
+class HotDeploy:
+    """Mixed into :class:`InboundChannel`: watch its YAML file and apply changes."""
+
+    config: JetkafkaConfig
+    processor: BatchEventProcessor
+    _running: bool
+    _pythonpath: tuple[str, ...]
+    _watcher: ConfigWatcher | None
+    _reconfiguring: threading.Lock
+    _fetcher: Fetcher | None
+    _runner: BatchRunner | None
+    _queue: PartitionQueue | None
+    _membership: GroupMembership | None
+    start: Callable[[], None]
+    _leave: Callable[[float | None], bool]
+    _dead_letter_sink: Callable[[], Any]
+
+    def watch(self, path: str | os.PathLike[str] | None = None) -> None:
+        """Apply every valid change of the YAML file (default: the one loaded) while running."""
+        path = path or self.config.source
+        if not os.path.isfile(path):
+            raise ConfigError(str(path), "", "cannot watch: not a file", "pass the YAML file the channel runs on")
+        if self._watcher is None:
+            self._watcher = ConfigWatcher(path, self.reconfigure)
+            self._watcher.start()
+
+    def reconfigure(self, new: JetkafkaConfig) -> Change:
+        """Move the running channel onto ``new``: in place, or by releasing and resubscribing.
+
+        A configuration that cannot run (a missing topic, a processor that cannot be built,
+        a start that fails) is rejected with one logged error; the channel keeps running on the
+        configuration it had.
+        """
+        with self._reconfiguring:
+            change = plan_change(self.config, new)
+            if change.kind == "none" or not self._running:
+                return change
+            log.info("%s changed: %s", new.source, change)
+            if change.kind == "in-place":
+                self._apply_in_place(new)
+                return change
+            try:
+                processor = self._processor_for(new)
+                if new.kafka == self.config.kafka and self._fetcher is not None:
+                    self._fetcher.partition_counts(new.channel.topics)  # raises TopicNotFound
+            except JetkafkaError as exc:
+                log.error("%s: not applied, still running on the previous configuration: %s", new.source, exc)
+                return Change("rejected", change.keys)
+            old_config, old_processor = self.config, self.processor
+            self._leave(None)
+            self.config, self.processor = new, processor
+            try:
+                self.start()
+            except JetkafkaError as exc:
+                log.error("%s: start failed (%s); going back to the previous configuration", new.source, exc)
+                self.config, self.processor = old_config, old_processor
+                self.start()
+                return Change("rejected", change.keys)
+            return change
+
+    def _processor_for(self, new: JetkafkaConfig) -> BatchEventProcessor:
+        if new.processor is None or new.processor == self.config.processor:
+            return self.processor
+        return load_processor(new.processor, self._pythonpath)
+
+    def _apply_in_place(self, new: JetkafkaConfig) -> None:
+        self.config = new
+        cfg = new.channel
+        logging.getLogger("jetkafka").setLevel(new.logging.level)
+        if self._runner is not None:
+            self._runner.config = cfg
+            self._runner.failures.config = cfg
+            self._runner.failures.dead_letter = self._dead_letter_sink()
+        if self._queue is not None:
+            self._queue.set_idle_ms(cfg.idle_ms)
+        if self._membership is not None:
+            self._membership.config = cfg
+

@@ -29,7 +29,7 @@ from jetkafka.channel.controls import ChannelControls
 from jetkafka.channel.dead_letter import DeadLetterSink
 from jetkafka.channel.failures import FailurePolicy
 from jetkafka.channel.fetcher import Fetcher
-from jetkafka.channel.hot_deploy import Change, ConfigWatcher, plan_change
+from jetkafka.channel.hot_deploy import ConfigWatcher, HotDeploy
 from jetkafka.channel.partition import PartitionState
 from jetkafka.channel.stats import ChannelStats
 from jetkafka.channel.work_queue import PartitionQueue
@@ -50,7 +50,7 @@ log = logging.getLogger("jetkafka.channel")
 Key = tuple[str, int]
 
 
-class InboundChannel(ChannelControls):
+class InboundChannel(ChannelControls, HotDeploy):
     """A consumer of ``channel.topics`` in group ``channel.group``.
 
     Build it from a file (:meth:`from_yaml`), a dict (:meth:`from_dict`) or a
@@ -225,69 +225,6 @@ class InboundChannel(ChannelControls):
             log.exception("%s.on_stop raised", type(self.processor).__name__)
         log.info("channel %s stopped: %s", self.config.channel.group, self.stats.summary())
         return not stuck
-
-    # -- hot deploy ------------------------------------------------------------------------
-
-    def watch(self, path: str | os.PathLike[str] | None = None) -> None:
-        """Apply every valid change of the YAML file (default: the one loaded) while running."""
-        path = path or self.config.source
-        if not os.path.isfile(path):
-            raise ConfigError(str(path), "", "cannot watch: not a file", "pass the YAML file the channel runs on")
-        if self._watcher is None:
-            self._watcher = ConfigWatcher(path, self.reconfigure)
-            self._watcher.start()
-
-    def reconfigure(self, new: JetkafkaConfig) -> Change:
-        """Move the running channel onto ``new``: in place, or by releasing and resubscribing.
-
-        A configuration that cannot run (a missing topic, a processor that cannot be built,
-        a start that fails) is rejected with one logged error; the channel keeps running on the
-        configuration it had.
-        """
-        with self._reconfiguring:
-            change = plan_change(self.config, new)
-            if change.kind == "none" or not self._running:
-                return change
-            log.info("%s changed: %s", new.source, change)
-            if change.kind == "in-place":
-                self._apply_in_place(new)
-                return change
-            try:
-                processor = self._processor_for(new)
-                if new.kafka == self.config.kafka and self._fetcher is not None:
-                    self._fetcher.partition_counts(new.channel.topics)  # raises TopicNotFound
-            except JetkafkaError as exc:
-                log.error("%s: not applied, still running on the previous configuration: %s", new.source, exc)
-                return Change("rejected", change.keys)
-            old_config, old_processor = self.config, self.processor
-            self._leave(None)
-            self.config, self.processor = new, processor
-            try:
-                self.start()
-            except JetkafkaError as exc:
-                log.error("%s: start failed (%s); going back to the previous configuration", new.source, exc)
-                self.config, self.processor = old_config, old_processor
-                self.start()
-                return Change("rejected", change.keys)
-            return change
-
-    def _processor_for(self, new: JetkafkaConfig) -> BatchEventProcessor:
-        if new.processor is None or new.processor == self.config.processor:
-            return self.processor
-        return load_processor(new.processor, self._pythonpath)
-
-    def _apply_in_place(self, new: JetkafkaConfig) -> None:
-        self.config = new
-        cfg = new.channel
-        logging.getLogger("jetkafka").setLevel(new.logging.level)
-        if self._runner is not None:
-            self._runner.config = cfg
-            self._runner.failures.config = cfg
-            self._runner.failures.dead_letter = self._dead_letter_sink()
-        if self._queue is not None:
-            self._queue.set_idle_ms(cfg.idle_ms)
-        if self._membership is not None:
-            self._membership.config = cfg
 
     def _dead_letter_sink(self) -> DeadLetterSink | None:
         policy = self.config.channel.on_error
