@@ -334,6 +334,9 @@ class InboundChannel(ChannelControls, HotDeploy):
                 try:
                     # Committed at once: a later owner must start where this one did.
                     self._membership.commit(lease, offset)
+                    self.stats.committed(lease.key, offset)
+                    if cfg.commit_to_kafka:
+                        self._fetcher.mirror_commit(lease.key, offset)
                 except (CommitFenced, CommitUncertain) as exc:
                     log.error("%s[%d]: initial commit failed (%s); giving it up", lease.topic, lease.partition, exc)
                     self._membership.finish_release(lease.key)

@@ -71,13 +71,13 @@ class BatchRunner:
     def run_turn(self, state: PartitionState) -> None:
         if state.lost_reason is not None:
             self._lose(state)
-        elif state.paused:
-            pass  # queued before it was paused; resume() queues it again
         elif not self._commits_allowed():
             # ZooKeeper suspended: start nothing that would need a commit or an owner-node delete.
             state.not_before = time.monotonic() + 0.2
         elif state.release_reason is not None:
-            self._release(state)
+            self._release(state)  # paused or not: a release must never wait for a resume
+        elif state.paused:
+            pass  # queued before it was paused; resume() queues it again
         elif state.out_of_range:
             self._out_of_range(state)
         elif state.commit_pending is not None and not self._commit(state, state.commit_pending):

@@ -111,7 +111,15 @@ class OffsetStore:
             try:
                 results = tx.commit()
             except (ConnectionLoss, OperationTimeoutError) as exc:
-                raise CommitUncertain(str(exc)) from exc
+                # The transaction is atomic: if the first offset landed, all of it did.
+                (topic, partition), (lease, offset) = items[0]
+                path = self._paths.offset(topic, partition)
+                if not self._landed(path, str(offset).encode(), lease.offset_version + 1):
+                    raise CommitUncertain(str(exc)) from exc
+                for _, (lease, offset) in items:
+                    lease.offset_version += 1
+                    lease.committed = offset
+                return
             except SessionExpiredError:
                 (topic, partition), _ = items[0]
                 raise CommitFenced(topic, partition, "commit refused: ZooKeeper session expired") from None

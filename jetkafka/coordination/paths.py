@@ -6,6 +6,8 @@ Layout (under the chroot of ``zookeeper.connect``)::
     /consumers/<group>/owners/<topic>/<partition>   ephemeral   the owning consumer id
     /consumers/<group>/offsets/<topic>/<partition>  persistent  next offset to read, ASCII decimal ("" = none)
     /consumers/<group>/control/paused/<target>      persistent  exists = paused; target "_all" or a consumer id
+    /consumers/<group>/commands/...                 offset reset commands (jetkafka.ops.protocol)
+    /consumers/<group>/microbatches/...             Spark micro-batch ledger (jetkafka.spark)
 
 The ids/owners/offsets shape is the one Kafka 0.8 consumers used, so existing tools that read
 ``offsets`` keep working.

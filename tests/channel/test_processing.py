@@ -286,3 +286,17 @@ def test_threads_never_share_a_partition_under_contention(zk, zk_connect, kafka_
         assert [o for _, part, o, _ in proc.delivered if part == p] == list(range(500))
     # Partitions did change hands between threads, so the rule was exercised.
     assert any(len(s) > 1 for s in threads_seen.values())
+
+
+def test_paused_partitions_are_still_released_at_shutdown(zk, zk_connect, kafka_config, topic_factory, produce) -> None:
+    topic = topic_factory(partitions=2)
+    produce(topic, values(100, 2))
+    proc = RecordingProcessor()
+    channel = make_channel(zk_connect, kafka_config, topic, proc)
+    channel.start()
+    wait_until(lambda: len(proc.delivered) == 100)
+    channel.pause()
+    # A release does not wait for a resume: shutdown completes well within its timeout.
+    assert channel.shutdown(timeout=5) is True
+    assert len(proc.calls_named("termination")) == 2
+    assert not zk.get_children(f"/consumers/g/owners/{topic}")

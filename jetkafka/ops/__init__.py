@@ -1,0 +1,40 @@
+"""Operating a group: Prometheus metrics, ``jetkafka status``, and online offset resets.
+
+- :mod:`jetkafka.ops.metrics`: the metrics endpoint a channel serves when ``metrics.port`` is set.
+- :mod:`jetkafka.ops.status`: the group as ZooKeeper and the brokers see it (``group_status``,
+  ``show_offsets``); needs no running channel.
+- :mod:`jetkafka.ops.reset`: ``reset_offsets``, the command side of ResetOffset.
+- :mod:`jetkafka.ops.responder`: the instance side of ResetOffset, run by every channel.
+- :mod:`jetkafka.ops.commands`: the ``status`` and ``offsets`` subcommands of ``jetkafka``.
+
+Names are imported lazily, so a channel that never serves metrics never imports
+prometheus-client.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_EXPORTS = {
+    "group_status": "jetkafka.ops.status",
+    "show_offsets": "jetkafka.ops.status",
+    "GroupStatus": "jetkafka.ops.status",
+    "PartitionStatus": "jetkafka.ops.status",
+    "InstanceStatus": "jetkafka.ops.status",
+    "reset_offsets": "jetkafka.ops.reset",
+    "ResetResult": "jetkafka.ops.reset",
+    "ResetError": "jetkafka.ops.reset",
+    "ResetIncomplete": "jetkafka.ops.reset",
+    "PartitionReset": "jetkafka.ops.reset",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'jetkafka.ops' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

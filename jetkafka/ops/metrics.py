@@ -1,0 +1,422 @@
+"""Prometheus metrics of the channels of this process, served over HTTP.
+
+A channel whose configuration sets ``metrics.port`` attaches itself at start
+(:func:`attach_channel`) and detaches at shutdown. Channels of one process that name the same
+``metrics.host`` and ``metrics.port`` share one HTTP server and one registry; the last channel to
+detach stops the server.
+
+Guarantees:
+
+* Values are read from the channel when Prometheus scrapes, so a scrape shows the partitions
+  held at that moment: the series of a released or lost partition disappear with it, and
+  counters of a partition taken again start from zero (``rate()`` treats that as a reset).
+* Every metric family appears once per scrape, whatever the number of channels; a partition
+  is reported by one channel only.
+* Watermarks come from a cache refreshed every ``metrics.watermark_interval_s`` by one thread
+  per channel, never from the scrape itself, so a scrape is cheap and never waits for Kafka.
+  Lag is ``high watermark - committed offset``, floored at 0 because the cached high
+  watermark may be older than the latest commit.
+
+Failure modes: a port that is taken makes :func:`attach_channel` raise a
+:class:`~jetkafka.errors.ConfigError` naming ``metrics.port``. A watermark look-up that fails
+(Kafka unreachable) is logged once per outage; the last known values stay and
+``jetkafka_watermarks_updated_timestamp_seconds`` stops advancing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+from prometheus_client.utils import floatToGoString
+
+from jetkafka.channel.stats import DurationHistogram, PartitionFigures
+from jetkafka.errors import ConfigError
+
+if TYPE_CHECKING:
+    from jetkafka.channel.inbound import InboundChannel
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, int]
+ZOOKEEPER_STATES = ("CONNECTED", "SUSPENDED", "LOST")
+PARTITION_LABELS = ("group", "topic", "partition")
+INSTANCE_LABELS = ("group", "consumer")
+
+
+@dataclass(frozen=True)
+class PartitionView:
+    key: Key
+    committed: int | None
+    paused: bool
+    figures: PartitionFigures
+    watermarks: tuple[int, int] | None
+
+
+@dataclass(frozen=True)
+class ChannelView:
+    """What one channel reports in one scrape."""
+
+    group: str
+    consumer: str
+    paused: bool
+    zookeeper_state: str
+    partitions: list[PartitionView]
+    rebalances: dict[str, int]
+    commits: int
+    commits_refused: int
+    watermarks_updated: float | None
+
+
+class ChannelMetrics:
+    """One channel's part of the metrics: a view of it at scrape time, and its watermark cache.
+
+    :meth:`start` starts the watermark thread; :meth:`stop` ends it (waiting for a look-up in
+    progress at most a few seconds). Usable without an HTTP server: :meth:`view` is what the
+    collector reads.
+    """
+
+    def __init__(self, channel: InboundChannel, interval_s: float | None = None) -> None:
+        self.channel = channel
+        self.interval_s = channel.config.metrics.watermark_interval_s if interval_s is None else interval_s
+        self._watermarks: dict[Key, tuple[int, int]] = {}
+        self._updated: float | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failing = False
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="jetkafka-watermarks", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.refresh_watermarks()
+            self._stop.wait(self.interval_s)
+
+    def refresh_watermarks(self) -> None:
+        """Look up the watermarks of every held partition once; forget those no longer held."""
+        fetcher = self.channel._fetcher
+        if fetcher is None:
+            return
+        owned = self.channel.owned_partitions()
+        fresh: dict[Key, tuple[int, int]] = {}
+        for topic, partition in owned:
+            if self._stop.is_set():
+                return
+            try:
+                fresh[(topic, partition)] = fetcher.watermarks(topic, partition, timeout=5.0)
+            except Exception as exc:
+                # One line per outage, not one per partition and interval.
+                if not self._failing:
+                    log.warning("%s[%d]: watermark look-up failed, lag metrics keep old values: %s", topic, partition, exc)
+                self._failing = True
+        with self._lock:
+            held = set(owned)
+            kept = {k: v for k, v in self._watermarks.items() if k in held}
+            kept.update(fresh)
+            self._watermarks = kept
+            if len(fresh) == len(owned):
+                if self._failing:
+                    log.info("watermark look-ups work again (%d partitions)", len(owned))
+                self._failing = False
+                self._updated = time.time()
+
+    def view(self) -> ChannelView:
+        channel = self.channel
+        # Read under the channel's own lock: the same partition map its workers update.
+        with channel._states_cond:
+            states = [
+                (key, state.committed, state.paused)
+                for key, state in channel._states.items()
+                if state.lost_reason is None and not state.removed
+            ]
+        with self._lock:
+            watermarks = dict(self._watermarks)
+            updated = self._updated
+        stats = channel.stats
+        figures = stats.partitions()
+        empty = PartitionFigures(0, {}, {}, DurationHistogram())
+        controller = channel._controller
+        zk_state = str(controller.client.state) if controller is not None else "LOST"
+        summary = stats.summary()
+        rebalances = stats.rebalance_counts()
+        return ChannelView(
+            group=channel.config.channel.group,
+            consumer=channel.consumer_id,
+            paused=channel.paused,
+            zookeeper_state=zk_state,
+            partitions=[
+                PartitionView(key, committed, paused, figures.get(key, empty), watermarks.get(key))
+                for key, committed, paused in sorted(states)
+            ],
+            rebalances=rebalances,
+            commits=int(summary["commits"]),
+            commits_refused=int(summary["commits_refused"]),
+            watermarks_updated=updated,
+        )
+
+
+_P, _I = PARTITION_LABELS, INSTANCE_LABELS
+
+# key: (family class, name, help, labels). The reference in docs/operations.md follows this table.
+FAMILIES: dict[str, tuple[type[Metric], str, str, tuple[str, ...]]] = {
+    "events": (
+        CounterMetricFamily,
+        "jetkafka_partition_events_consumed",
+        "Events of the partition handed to the processor in batches that completed.",
+        _P,
+    ),
+    "batches": (
+        CounterMetricFamily,
+        "jetkafka_partition_batches",
+        "Batches of the partition, by the processor's response (advance, revert, get_next).",
+        (*_P, "response"),
+    ),
+    "errors": (
+        CounterMetricFamily,
+        "jetkafka_partition_errors",
+        "Errors on the partition, by kind (processor_raised, commit_refused, partition_lost, ...).",
+        (*_P, "kind"),
+    ),
+    "duration": (
+        HistogramMetricFamily,
+        "jetkafka_partition_batch_duration_seconds",
+        "Time the processor took for one batch of the partition.",
+        _P,
+    ),
+    "committed": (
+        GaugeMetricFamily,
+        "jetkafka_partition_committed_offset",
+        "Next offset to read, as committed in ZooKeeper.",
+        _P,
+    ),
+    "low": (
+        GaugeMetricFamily,
+        "jetkafka_partition_low_watermark",
+        "Oldest offset the broker still holds (last look-up).",
+        _P,
+    ),
+    "high": (
+        GaugeMetricFamily,
+        "jetkafka_partition_high_watermark",
+        "Offset the next produced record will get (last look-up).",
+        _P,
+    ),
+    "lag": (
+        GaugeMetricFamily,
+        "jetkafka_partition_lag",
+        "Records not yet committed: high watermark minus committed offset, at least 0.",
+        _P,
+    ),
+    "owned": (GaugeMetricFamily, "jetkafka_owned_partitions", "Partitions the channel holds.", _I),
+    "paused_partitions": (
+        GaugeMetricFamily,
+        "jetkafka_paused_partitions",
+        "Held partitions that are paused (by pause(), or briefly during an offset reset).",
+        _I,
+    ),
+    "paused": (GaugeMetricFamily, "jetkafka_channel_paused", "1 while the whole channel is paused, else 0.", _I),
+    "rebalances": (
+        CounterMetricFamily,
+        "jetkafka_rebalances",
+        "Rebalance runs, by what triggered them.",
+        (*_I, "reason"),
+    ),
+    "zookeeper": (
+        GaugeMetricFamily,
+        "jetkafka_zookeeper_connection_state",
+        "1 for the current state of the ZooKeeper session (CONNECTED, SUSPENDED, LOST), 0 for the others.",
+        (*_I, "state"),
+    ),
+    "commits": (CounterMetricFamily, "jetkafka_commits", "Offset commits written to ZooKeeper.", _I),
+    "refused": (
+        CounterMetricFamily,
+        "jetkafka_commits_refused",
+        "Offset commits refused by fencing: the partition had another owner, or the session expired.",
+        _I,
+    ),
+    "updated": (
+        GaugeMetricFamily,
+        "jetkafka_watermarks_updated_timestamp_seconds",
+        "When the watermarks of every held partition were last looked up successfully.",
+        _I,
+    ),
+}
+
+
+def _families() -> dict[str, Any]:
+    return {key: cls(name, doc, labels=labels) for key, (cls, name, doc, labels) in FAMILIES.items()}
+
+
+def _add(f: dict[str, Any], view: ChannelView, seen: set[tuple[str, str, int]]) -> None:
+    """Add one channel's samples; partitions already in ``seen`` are left to their first reporter."""
+    instance = [view.group, view.consumer]
+    for p in view.partitions:
+        topic, partition = p.key
+        if (view.group, topic, partition) in seen:
+            continue  # handed over within this process and not yet removed by its old holder
+        seen.add((view.group, topic, partition))
+        labels = [view.group, topic, str(partition)]
+        f["events"].add_metric(labels, p.figures.events)
+        for kind, n in sorted(p.figures.batches.items()):
+            f["batches"].add_metric([*labels, kind], n)
+        for kind, n in sorted(p.figures.errors.items()):
+            f["errors"].add_metric([*labels, kind], n)
+        buckets = [(floatToGoString(bound), count) for bound, count in p.figures.batch_seconds.cumulative()]
+        f["duration"].add_metric(labels, buckets, p.figures.batch_seconds.total)
+        if p.committed is not None:
+            f["committed"].add_metric(labels, p.committed)
+        if p.watermarks is not None:
+            low, high = p.watermarks
+            f["low"].add_metric(labels, low)
+            f["high"].add_metric(labels, high)
+            if p.committed is not None:
+                f["lag"].add_metric(labels, max(0, high - p.committed))
+    f["owned"].add_metric(instance, len(view.partitions))
+    f["paused_partitions"].add_metric(instance, sum(1 for p in view.partitions if p.paused))
+    f["paused"].add_metric(instance, 1 if view.paused else 0)
+    for reason, n in sorted(view.rebalances.items()):
+        f["rebalances"].add_metric([*instance, reason], n)
+    for state in ZOOKEEPER_STATES:
+        f["zookeeper"].add_metric([*instance, state], 1 if view.zookeeper_state == state else 0)
+    f["commits"].add_metric(instance, view.commits)
+    f["refused"].add_metric(instance, view.commits_refused)
+    if view.watermarks_updated is not None:
+        f["updated"].add_metric(instance, view.watermarks_updated)
+
+
+class JetkafkaCollector(Collector):
+    """Collects the metrics of every attached channel into one family per metric name."""
+
+    def __init__(self) -> None:
+        self._channels: list[ChannelMetrics] = []
+        self._lock = threading.Lock()
+
+    def add(self, metrics: ChannelMetrics) -> None:
+        with self._lock:
+            self._channels.append(metrics)
+
+    def remove(self, metrics: ChannelMetrics) -> None:
+        with self._lock:
+            if metrics in self._channels:
+                self._channels.remove(metrics)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._channels)
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            channels = list(self._channels)
+        families = _families()
+        seen: set[tuple[str, str, int]] = set()
+        for metrics in channels:
+            try:
+                view = metrics.view()
+            except Exception:
+                # A channel stopping during the scrape: report the others.
+                log.debug("metrics of consumer %s skipped in this scrape", metrics.channel.consumer_id, exc_info=True)
+                continue
+            _add(families, view, seen)
+        yield from families.values()
+
+    def describe(self) -> list[Metric]:
+        # Families are built per scrape; an empty description keeps registration cheap.
+        return []
+
+
+class MetricsEndpoint:
+    """One HTTP server with its registry and collector, for one ``host:port``."""
+
+    def __init__(self, host: str, port: int, source: str) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.collector = JetkafkaCollector()
+        self.registry.register(self.collector)
+        try:
+            self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
+        except OSError as exc:
+            raise ConfigError(
+                source,
+                "metrics.port",
+                f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}",
+                "choose a free port (or 0 for any free port), or stop the process that holds this one",
+            ) from None
+        self.host = host
+        self.port = int(self._server.server_port)
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/metrics"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+_endpoints: dict[tuple[str, int], MetricsEndpoint] = {}
+_endpoints_lock = threading.Lock()
+
+
+class MetricsHandle:
+    """A channel's attachment to an endpoint; :meth:`detach` undoes :func:`attach_channel`."""
+
+    def __init__(self, endpoint: MetricsEndpoint, key: tuple[str, int], metrics: ChannelMetrics) -> None:
+        self.endpoint = endpoint
+        self.metrics = metrics
+        self._key = key
+
+    @property
+    def url(self) -> str:
+        return self.endpoint.url
+
+    def detach(self) -> None:
+        self.metrics.stop()
+        with _endpoints_lock:
+            self.endpoint.collector.remove(self.metrics)
+            if len(self.endpoint.collector) or _endpoints.get(self._key) is not self.endpoint:
+                return
+            del _endpoints[self._key]
+        self.endpoint.close()
+        log.info("metrics endpoint %s closed", self.endpoint.url)
+
+
+def attach_channel(channel: InboundChannel) -> MetricsHandle:
+    """Serve ``channel``'s metrics on its ``metrics.host``/``metrics.port`` (shared per address)."""
+    cfg = channel.config.metrics
+    if cfg.port is None:
+        raise ValueError("metrics.port is not set")
+    key = (cfg.host, cfg.port)
+    metrics = ChannelMetrics(channel)
+    with _endpoints_lock:
+        endpoint = _endpoints.get(key) if cfg.port else None
+        if endpoint is None:
+            endpoint = MetricsEndpoint(cfg.host, cfg.port, channel.config.source)
+            # Port 0 means a new server per channel: key it by the port actually bound.
+            key = (cfg.host, endpoint.port)
+            _endpoints[key] = endpoint
+            log.info("serving Prometheus metrics on %s", endpoint.url)
+        endpoint.collector.add(metrics)
+    metrics.start()
+    log.info("metrics of group %s consumer %s on %s", channel.config.channel.group, channel.consumer_id, endpoint.url)
+    return MetricsHandle(endpoint, key, metrics)
+
+
+__all__ = ["FAMILIES", "ChannelMetrics", "JetkafkaCollector", "MetricsEndpoint", "MetricsHandle", "attach_channel"]

@@ -1,0 +1,223 @@
+"""The instance side of ResetOffset: apply the group's reset commands to the partitions held here.
+
+Every channel runs one :class:`CommandResponder`, started before the channel joins its group.
+It reacts to three things: a command node appearing or changing (a watch on
+``/consumers/<group>/commands`` and one on each ``reset-<id>`` node), and partitions taken by
+the channel (:meth:`CommandResponder.partitions_taken`), so a partition that changes hands
+while a command runs is applied by whichever instance holds it.
+
+For each active command and each of its partitions held here without a ``done`` marker, it
+calls :meth:`InboundChannel.reposition`: the partition is paused, its batch in hand finishes,
+then one transaction checks the lease, writes the target offset, checks that the command node
+is still at the version read (still active) and creates the marker; the partition resumes from
+the target. A transaction that loses a race (marker already there, command aborted, partition
+lost) changes nothing.
+
+Failure modes: a batch in hand that does not finish within the command's ``timeout_s`` (or
+ZooKeeper trouble) is reported under ``reset-<id>/errors/<p>`` and retried every second while
+the command stays active. Work runs on the responder's own thread: watch callbacks and the
+rebalance thread only queue it.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from kazoo.client import KazooClient, TransactionRequest
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from jetkafka.coordination.paths import GroupPaths
+from jetkafka.errors import CommitFenced
+from jetkafka.ops.protocol import ACTIVE, ResetCommand, commands_path, error_path, marker_data, marker_path
+
+if TYPE_CHECKING:
+    from jetkafka.channel.inbound import InboundChannel
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, int]
+Job = tuple[str, object]  # ("command", node name) or ("partitions", keys)
+
+RETRY_S = 1.0
+MAX_PARALLEL = 16  # partitions of one command moved at once by one channel
+
+
+class CommandResponder:
+    def __init__(self, channel: InboundChannel, client: KazooClient) -> None:
+        self._channel = channel
+        self._client = client
+        self._paths = GroupPaths(channel.config.channel.group)
+        self._root = commands_path(self._paths)
+        self._topics = set(channel.config.channel.topics)
+        self._jobs: queue.Queue[Job | None] = queue.Queue()
+        self._watched: set[str] = set()
+        self._lock = threading.Lock()
+        self._active = False
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._client.ensure_path(self._root)
+        self._active = True
+        self._thread = threading.Thread(target=self._run, name="jetkafka-commands", daemon=True)
+        self._thread.start()
+        ChildrenWatch(self._client, self._root, self._on_children)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._active = False
+        self._jobs.put(None)
+        if self._thread is not None:
+            # A reposition in progress may wait for a batch; the channel is stopping anyway.
+            self._thread.join(timeout)
+            self._thread = None
+
+    def partitions_taken(self, keys: list[Key]) -> None:
+        """Check pending commands for partitions just taken (called on the rebalance thread)."""
+        keys = [k for k in keys if k[0] in self._topics]
+        if self._active and keys:
+            self._jobs.put(("partitions", tuple(keys)))
+
+    # -- watches (kazoo's thread: queue work, never block) -----------------------------------------
+
+    def _on_children(self, children: list[str]) -> bool:
+        if not self._active:
+            return False
+        for name in sorted(children):
+            if not name.startswith("reset-"):
+                continue
+            with self._lock:
+                if name in self._watched:
+                    continue
+                self._watched.add(name)
+            DataWatch(self._client, f"{self._root}/{name}", self._data_watcher(name))
+        return True
+
+    def _data_watcher(self, name: str) -> Callable[[bytes | None, object, object], bool]:
+        # kazoo passes (data, stat, event); the node's name must not sit in a defaulted parameter.
+        def on_data(data: bytes | None, stat: object, event: object = None) -> bool:
+            return self._on_data(name, data)
+
+        return on_data
+
+    def _on_data(self, name: str, data: bytes | None) -> bool:
+        if data is None or not self._active:
+            with self._lock:
+                self._watched.discard(name)
+            return False
+        self._jobs.put(("command", name))
+        return True
+
+    # -- the responder thread ------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None or not self._active:
+                return
+            try:
+                self._handle(job)
+            except Exception:
+                log.exception("handling %s failed; retrying in %g s", job, RETRY_S)
+                self._retry(job)
+
+    def _retry(self, job: Job) -> None:
+        timer = threading.Timer(RETRY_S, lambda: self._active and self._jobs.put(job))
+        timer.daemon = True
+        timer.start()
+
+    def _handle(self, job: Job) -> None:
+        kind, arg = job
+        if kind == "command":
+            assert isinstance(arg, str)
+            loaded = self._load(arg)
+            if loaded is not None:
+                command, version = loaded
+                held = set(self._channel.owned_partitions())
+                keys = [(command.topic, p) for p in sorted(command.targets) if (command.topic, p) in held]
+                self._apply_all(arg, command, version, keys)
+            return
+        assert isinstance(arg, tuple)
+        try:
+            names = self._client.get_children(self._root)
+        except NoNodeError:
+            return
+        loaded_all = [(n, self._load(n)) for n in names if n.startswith("reset-")]
+        # Oldest first: should two commands ever cover one partition, the newer one wins.
+        for name, loaded in sorted(
+            ((n, c) for n, c in loaded_all if c is not None), key=lambda item: item[1][0].created
+        ):
+            command, version = loaded
+            keys = [k for k in arg if k[0] == command.topic and k[1] in command.targets]
+            self._apply_all(name, command, version, keys)
+
+    def _load(self, name: str) -> tuple[ResetCommand, int] | None:
+        try:
+            data, stat = self._client.get(f"{self._root}/{name}")
+            command = ResetCommand.from_json(data)
+        except NoNodeError:
+            return None
+        except (ValueError, KeyError) as exc:
+            log.warning("command node %s is not a reset command (%s); ignored", name, exc)
+            return None
+        if command.status != ACTIVE or command.topic not in self._topics:
+            return None
+        return command, stat.version
+
+    def _apply_all(self, name: str, command: ResetCommand, version: int, keys: list[Key]) -> None:
+        if not keys or not self._active:
+            return
+        # In parallel: a partition whose batch in hand runs long must not hold up the others.
+        with ThreadPoolExecutor(max_workers=min(len(keys), MAX_PARALLEL), thread_name_prefix="jetkafka-reset") as pool:
+            outcomes = list(pool.map(lambda key: self._apply(command, version, *key), keys))
+        if not all(outcomes):
+            self._retry(("command", name))
+
+    def _apply(self, command: ResetCommand, version: int, topic: str, p: int) -> bool:
+        """Apply ``command`` to one held partition; False when it should be tried again."""
+        marker = marker_path(self._paths, command.id, p)
+        if self._client.exists(marker):
+            return True
+        channel = self._channel
+        target = command.targets[p]
+        cmd_path = f"{self._root}/reset-{command.id}"
+
+        def extra(tx: TransactionRequest) -> None:
+            # Runs under the lease's lock, so its committed offset is the one being replaced.
+            lease = channel._lease(topic, p)
+            if lease is None:
+                raise CommitFenced(topic, p, "reset refused: partition no longer held")
+            tx.check(cmd_path, version)
+            tx.create(marker, marker_data(lease.committed, target, channel.consumer_id))
+
+        try:
+            old = channel.reposition(topic, p, target, extra=extra, timeout=command.timeout_s)
+        except NodeExistsError:
+            return True  # applied by a previous holder of the partition
+        except (BadVersionError, NoNodeError):
+            log.info("%s[%d]: reset %s changed or ended before it was applied here", topic, p, command.id)
+            return True  # the command node's watch brings any new state
+        except CommitFenced:
+            log.info("%s[%d]: reset %s left to the partition's new owner", topic, p, command.id)
+            return True
+        except Exception as exc:
+            self._report(command.id, p, f"{channel.consumer_id}: {type(exc).__name__}: {exc}")
+            log.warning("%s[%d]: reset %s to offset %d not applied yet: %s", topic, p, command.id, target, exc)
+            return False
+        log.info("%s[%d]: offset %s -> %d by reset %s", topic, p, old, target, command.id)
+        return True
+
+    def _report(self, command_id: str, p: int, message: str) -> None:
+        path = error_path(self._paths, command_id, p)
+        data = message.encode()
+        try:
+            try:
+                self._client.create(path, data)
+            except NodeExistsError:
+                self._client.set(path, data)
+        except Exception:
+            log.debug("could not report the reset error of partition %d", p, exc_info=True)

@@ -1,0 +1,161 @@
+"""``jetkafka status`` and ``offsets show`` against ZooKeeper and the broker, run as the real CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from confluent_kafka import Consumer, TopicPartition
+from kazoo.client import KazooClient
+
+from jetkafka.config import parse_config
+from jetkafka.devstack.ports import free_port
+from jetkafka.ops.status import group_status, show_offsets
+from tests.support.channels import RecordingProcessor, channel_config, make_channel, values, wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def jetkafka(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "jetkafka", *args], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+
+
+def write_config(tmp_path: Path, data: dict[str, Any]) -> str:
+    path = tmp_path / "group.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def broker_watermarks(kafka_config: dict[str, Any], topic: str, partitions: int) -> dict[int, tuple[int, int]]:
+    consumer = Consumer({**kafka_config, "group.id": "status-test"})
+    try:
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in range(partitions)}
+    finally:
+        consumer.close()
+
+
+def zookeeper_view(zk_connect: str, topic: str) -> tuple[dict[str, dict[str, Any]], dict[int, str], dict[int, int]]:
+    client = KazooClient(hosts=zk_connect)
+    client.start(timeout=10)
+    try:
+        ids = {c: json.loads(client.get(f"/consumers/g/ids/{c}")[0]) for c in client.get_children("/consumers/g/ids")}
+        owners_path, offsets_path = f"/consumers/g/owners/{topic}", f"/consumers/g/offsets/{topic}"
+        owners = {int(p): client.get(f"{owners_path}/{p}")[0].decode() for p in client.get_children(owners_path)}
+        offsets = {int(p): int(client.get(f"{offsets_path}/{p}")[0]) for p in client.get_children(offsets_path)}
+        return ids, owners, offsets
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_status_json_matches_zookeeper_and_the_broker(
+    tmp_path: Path, zk_connect: str, kafka_config: dict[str, Any], topic_factory: Callable[..., str], produce: Any
+) -> None:
+    topic = topic_factory(partitions=3)
+    produce(topic, values(30, 3))
+    recorders = [RecordingProcessor(), RecordingProcessor()]
+    channels = [make_channel(zk_connect, kafka_config, topic, r) for r in recorders]
+    for channel in channels:
+        channel.start()
+    try:
+        wait_until(lambda: sum(len(c.owned_partitions()) for c in channels) == 3, what="3 partitions owned")
+        wait_until(lambda: sum(len(r.ids()) for r in recorders) >= 30, what="first 30 events processed")
+        for channel in channels:
+            channel.pause()
+        wait_until(lambda: zookeeper_view(zk_connect, topic)[2] == {0: 10, 1: 10, 2: 10}, what="all 30 committed")
+        produce(topic, values(9, 3, start=30))  # 3 more per partition, not processed while paused
+        config = write_config(tmp_path, channel_config(zk_connect, kafka_config, [topic]))
+
+        run = jetkafka("status", "--config", config, "--json")
+        assert run.returncode == 0, run.stderr
+        status = json.loads(run.stdout)
+
+        ids, owners, offsets = zookeeper_view(zk_connect, topic)
+        marks = broker_watermarks(kafka_config, topic, 3)
+        assert status["group"] == "g"
+        assert status["topics"] == [topic]
+        assert {i["id"] for i in status["instances"]} == set(ids) == {c.consumer_id for c in channels}
+        for instance in status["instances"]:
+            registered = ids[instance["id"]]
+            assert (instance["host"], instance["pid"], instance["started"]) == (
+                registered["host"], registered["pid"], registered["started"]
+            )
+            assert instance["paused"] is True
+            assert instance["since"].endswith("Z")
+            assert instance["partitions"] == sum(1 for o in owners.values() if o == instance["id"])
+        rows = {p["partition"]: p for p in status["partitions"]}
+        assert sorted(rows) == [0, 1, 2]
+        for p, row in rows.items():
+            assert row["topic"] == topic
+            assert row["owner"] == owners[p]
+            assert row["committed"] == offsets[p] == 10
+            assert (row["low"], row["high"]) == marks[p] == (0, 13)
+            assert row["lag"] == 3
+        assert status["lag"] == 9
+
+        table = jetkafka("status", "--config", config)
+        assert table.returncode == 0, table.stderr
+        assert "2 instance(s), 3/3 partitions owned, total lag 9" in table.stdout
+        for channel in channels:
+            assert channel.consumer_id in table.stdout
+        header = next(line for line in table.stdout.splitlines() if line.startswith("TOPIC"))
+        assert header.split() == ["TOPIC", "PARTITION", "OWNER", "COMMITTED", "LOW", "HIGH", "LAG"]
+
+        shown = jetkafka("offsets", "show", "--config", config, "--json")
+        assert shown.returncode == 0, shown.stderr
+        offsets_json = json.loads(shown.stdout)
+        assert "instances" not in offsets_json
+        assert offsets_json["partitions"] == status["partitions"]
+    finally:
+        for channel in channels:
+            channel.resume()  # a paused partition is released only once resumed
+            channel.shutdown()
+
+
+def test_status_of_a_group_that_never_ran(
+    zk_connect: str, kafka_config: dict[str, Any], topic_factory: Callable[..., str], produce: Any
+) -> None:
+    topic = topic_factory(partitions=2)
+    produce(topic, values(4, 2))
+    config = parse_config(channel_config(zk_connect, kafka_config, [topic]))
+    status = group_status(config)
+    assert status.instances == ()
+    assert [(p.partition, p.owner, p.committed, p.low, p.high, p.lag) for p in status.partitions] == [
+        (0, None, None, 0, 2, None),
+        (1, None, None, 0, 2, None),
+    ]
+    assert status.lag == 0
+    assert show_offsets(config).partitions == status.partitions
+
+
+def test_missing_topic_and_unreachable_zookeeper_are_one_line_errors(
+    tmp_path: Path, zk_connect: str, kafka_config: dict[str, Any], topic_factory: Callable[..., str]
+) -> None:
+    topic = topic_factory(partitions=1)
+    config = write_config(tmp_path, channel_config(zk_connect, kafka_config, [topic]))
+    run = jetkafka("status", "--config", config, "--topic", "no-such-topic")
+    assert run.returncode == 2
+    assert "topic 'no-such-topic' does not exist" in run.stderr
+    assert "Traceback" not in run.stderr
+
+    data = channel_config(f"127.0.0.1:{free_port()}", kafka_config, [topic])
+    data["zookeeper"]["connection_timeout_s"] = 1
+    run = jetkafka("offsets", "show", "--config", write_config(tmp_path, data))
+    assert run.returncode == 2
+    assert "cannot reach ZooKeeper" in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("args", [["status"], ["offsets", "show"], ["offsets", "reset", "--topic", "t", "--to", "earliest"]])
+def test_config_is_required(args: list[str]) -> None:
+    run = jetkafka(*args)
+    assert run.returncode == 2
+    assert "--config" in run.stderr
