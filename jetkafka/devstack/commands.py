@@ -2,8 +2,7 @@
 
 :func:`register` adds the command to the main parser's subparsers. Every leaf parser sets
 ``func``, a callable taking the parsed namespace and returning the exit code. Errors are raised
-as :class:`~jetkafka.errors.JetkafkaError` for the caller to print; :func:`main` (``python -m
-jetkafka.devstack.commands dev up``) does that printing itself.
+as :class:`~jetkafka.errors.JetkafkaError` for :func:`jetkafka.cli.main` to print.
 
 Exit codes: 0 on success; ``status`` returns 3 when either server is not running.
 """
@@ -12,13 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from typing import Any, Sequence
+from typing import Any
 
 from jetkafka.devstack.stack import STATE_DIR_ENV, DevStack
-from jetkafka.errors import JetkafkaError
 
-__all__ = ["register", "main", "cmd_up", "cmd_down", "cmd_status"]
+__all__ = ["register", "cmd_up", "cmd_down", "cmd_status"]
 
 EXIT_NOT_RUNNING = 3
 
@@ -130,19 +127,3 @@ def _table(status: dict[str, Any]) -> str:
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1]
         for row in rows
     )
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``dev ...`` on its own, printing jetkafka errors without a traceback."""
-    parser = argparse.ArgumentParser(prog="jetkafka")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args))
-    except JetkafkaError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -16,8 +16,6 @@ import logging
 import sys
 from typing import Any
 
-from jetkafka.errors import JetkafkaError
-
 __all__ = ["register", "cmd_status", "cmd_offsets_show", "cmd_offsets_reset", "EXIT_INCOMPLETE"]
 
 EXIT_INCOMPLETE = 1
@@ -162,19 +160,3 @@ def _print_reset(result: Any, as_json: bool) -> None:
         print("  " + line)
     if result.ok:
         print(f"done: {len(result.applied)} partition(s) moved; consumers resume from the new offsets")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m jetkafka.ops.commands status --config C``: the commands without the main program."""
-    parser = argparse.ArgumentParser(prog="jetkafka")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args))
-    except JetkafkaError as exc:
-        print(f"jetkafka: error: {exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

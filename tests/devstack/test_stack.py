@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from jetkafka.devstack import DevStack, default_state_dir
-from jetkafka.devstack.commands import main
+from jetkafka.cli import main
 
 
 def _gone(pid: int) -> bool:
@@ -25,7 +25,7 @@ def _gone(pid: int) -> bool:
 
 def _dev(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "jetkafka.devstack.commands", "dev", *args],
+        [sys.executable, "-m", "jetkafka", "dev", *args],
         capture_output=True, text=True, timeout=120, env=env,
     )
 
@@ -140,7 +140,7 @@ def test_taken_port_fails_up_with_the_fix(tmp_path: Path, capsys: pytest.Capture
         holder.listen()
         port = holder.getsockname()[1]
         code = main(["dev", "up", "--state-dir", str(tmp_path), "--zookeeper-port", str(port)])
-    assert code == 1
+    assert code == 2
     err = capsys.readouterr().err
     assert f"port {port} on 127.0.0.1 is taken by another process; pick another with --zookeeper-port" in err
     assert not DevStack(tmp_path).status()["broker"]["running"]
