@@ -122,6 +122,15 @@ class PartitionState:
                 resume = True
             return batch, resume
 
+    def unread(self, messages: list[Message]) -> None:
+        """Put the tail of a batch back at the front of the buffer (a seek inside the batch)."""
+        with self.lock:
+            self.messages.extendleft(reversed(messages))
+            size = sum(len(m) for m in messages)
+            self.buffered_bytes += size
+            self.budget.added(len(messages), size)
+        self.position = messages[0].offset()
+
     def reposition(self, offset: int) -> None:
         """Drop the buffer and expect the fetcher to restart at ``offset``."""
         with self.lock:

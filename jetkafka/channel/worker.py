@@ -126,7 +126,7 @@ class BatchRunner:
         self.failures.succeeded(state, batch)
         state.last_activity = time.monotonic()
         state.idle_fired = False
-        if self._apply(state, response, last + 1):
+        if self._apply(state, response, last + 1, batch):
             self._call(state, "on_batch_processed", source)
 
     def _failed(self, state: PartitionState, source: PartitionSource, batch: list[Any], exc: Exception) -> None:
@@ -165,7 +165,9 @@ class BatchRunner:
 
     # -- responses and commits ---------------------------------------------------------------
 
-    def _apply(self, state: PartitionState, response: BatchResponse, after: int) -> bool:
+    def _apply(
+        self, state: PartitionState, response: BatchResponse, after: int, batch: list[Any] | None = None
+    ) -> bool:
         """Apply ``response`` to a batch whose next offset is ``after``; False if the partition was lost."""
         if response.wait_ms:
             state.not_before = time.monotonic() + response.wait_ms / 1000
@@ -178,10 +180,13 @@ class BatchRunner:
             self._reposition(state, target)
             return True
         target = response.offset if response.offset is not None else after
-        if response.offset is not None and response.offset != after:
-            self._reposition(state, target)
-        else:
+        if response.offset is None or response.offset == after:
             state.position = target
+        elif batch and state.redeliver is None and batch[0].offset() <= target < after:
+            # A seek back into the batch just processed: no need to fetch it again.
+            state.unread([m for m in batch if m.offset() >= target])
+        else:
+            self._reposition(state, target)
         if kind is ResponseKind.ADVANCE:
             return self._commit(state, target)
         return True

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import start_http_server
+from prometheus_client import REGISTRY, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.utils import floatToGoString
@@ -341,6 +341,16 @@ class JetkafkaCollector(Collector):
         return []
 
 
+class _DefaultRegistry(Collector):
+    """Serves what processors (and prometheus_client's process collectors) put in the default registry."""
+
+    def collect(self) -> Iterator[Metric]:
+        yield from REGISTRY.collect()
+
+    def describe(self) -> list[Metric]:
+        return []
+
+
 class MetricsEndpoint:
     """One HTTP server with its registry and collector, for one ``host:port``."""
 
@@ -348,6 +358,7 @@ class MetricsEndpoint:
         self.registry = CollectorRegistry(auto_describe=False)
         self.collector = JetkafkaCollector()
         self.registry.register(self.collector)
+        self.registry.register(_DefaultRegistry())
         try:
             self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
         except OSError as exc:

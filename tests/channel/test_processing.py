@@ -300,3 +300,24 @@ def test_paused_partitions_are_still_released_at_shutdown(zk, zk_connect, kafka_
     assert channel.shutdown(timeout=5) is True
     assert len(proc.calls_named("termination")) == 2
     assert not zk.get_children(f"/consumers/g/owners/{topic}")
+
+
+def test_seek_back_into_the_batch_redelivers_its_tail(zk, zk_connect, kafka_config, topic_factory, produce) -> None:
+    topic = topic_factory(partitions=1)
+    produce(topic, values(100, 1))
+    heads: list[tuple[int, int]] = []
+
+    def respond(source: PartitionSource, events: EventBatch) -> BatchResponse:
+        heads.append((source.head_offset, len(events)))
+        if len(heads) == 1:
+            return BatchResponse.advance().seek(30)  # handled 0..29 only
+        return BatchResponse.advance()
+
+    proc = RecordingProcessor(respond)
+    with make_channel(zk_connect, kafka_config, topic, proc, batch_max_events=50) as channel:
+        wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 100})
+        fetched = channel._fetcher.events_fetched if channel._fetcher else -1
+    assert heads[:2] == [(0, 50), (30, 50)]
+    ids = proc.ids()
+    assert [i for i in range(100) if ids.count(i) == 2] == list(range(30, 50))
+    assert fetched == 100  # the tail came from the buffer, not from the broker again

@@ -281,3 +281,22 @@ def test_forget_drops_a_partition_but_keeps_totals() -> None:
     assert stats.partition(("t", 0)).events == 0
     summary = stats.summary()
     assert (summary["events"], summary["batches"], summary["errors"], summary["commits"]) == (6, 2, 2, 2)
+
+
+def test_endpoint_also_serves_processor_and_process_metrics(zk_connect, kafka_config, topic_factory) -> None:
+    from prometheus_client import Counter
+
+    topic = topic_factory(partitions=1)
+    port = free_port()
+    marker = Counter("jetkafka_test_processor_marker", "a processor's own metric", registry=None)
+    from prometheus_client import REGISTRY
+
+    REGISTRY.register(marker)
+    try:
+        marker.inc(3)
+        with metrics_channel(zk_connect, kafka_config, topic, RecordingProcessor(), port):
+            samples = scrape(port)
+        assert value(samples, "jetkafka_test_processor_marker_total") == 3
+        assert value(samples, "process_resident_memory_bytes") is not None
+    finally:
+        REGISTRY.unregister(marker)

@@ -1,0 +1,324 @@
+"""HttpDispatcher: deliver each record of a partition, in order, as a CloudEvent over HTTP.
+
+One channel is one subscription: its group's instances share the topic's partitions, and each
+partition's records are POSTed to ``url`` one after the other. Several subscriptions of a topic
+are several channels with different groups (in one process or many); each scales by running
+more instances of its group. See ``docs/cloudevents.md``.
+
+How a record is handled (per partition, in offset order; record *n+1* is never sent before
+record *n* is finished):
+
+1. it becomes a CloudEvent (:mod:`jetkafka.processors.ce_encoding`) and is POSTed;
+2. a 2xx answer finishes it (delivered);
+3. a retryable failure (:mod:`jetkafka.processors.delivery`) ends the batch there: the
+   response commits what came before and asks the channel to come back to this record after
+   the back-off (``BatchResponse.advance().seek(offset).wait(ms)``). The worker thread is free
+   meanwhile, and a release or shutdown does not wait for the back-off;
+4. a record that is not retryable, or out of retries, or not a valid CloudEvent goes to the
+   dead-letter sink once, with error extensions, and its offset is committed at once; without
+   a sink it is dropped (logged, counted);
+5. a dead-letter sink that fails keeps the record: it is offered to the sink again after a
+   back-off, never POSTed to the subscriber again, and never committed past.
+
+Guarantees: every record is delivered (2xx) or acknowledged by the dead-letter sink before
+its offset is committed (at least once). A batch ends with a commit of everything finished,
+so after a crash only the records finished since the last commit are sent again: at most the
+batch in flight (``channel.batch_max_events`` records, started at the committed offset). A
+dead-lettered record is committed before the next record is sent, so it is dead-lettered twice
+only if the process dies between the sink's acknowledgement and that commit. A graceful
+release or shutdown sends nothing twice: ``on_stream_termination`` commits what was finished.
+A batch that has been delivering for ``max_turn_ms`` commits and gives the partition back, so
+a release waits at most about ``max_turn_ms`` plus one request timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from prometheus_client import CollectorRegistry
+
+from jetkafka.coordination.offsets import CommitUncertain
+from jetkafka.errors import PartitionLost, ProcessorError
+from jetkafka.events import Event, EventBatch, PartitionSource
+from jetkafka.processors.base import BatchEventProcessor, BatchResponse
+from jetkafka.processors.ce_dead_letter import DeadLetterFailed, DeadLetterTarget, TopicDeadLetter, UrlDeadLetter
+from jetkafka.processors.ce_encoding import CONTENT_MODES, EncodingError, RecordEncoder, error_extensions
+from jetkafka.processors.delivery import HttpSender, RetryPolicy, invalid, whole
+from jetkafka.processors.dispatch_metrics import DispatchMetrics
+
+if TYPE_CHECKING:
+    from jetkafka.channel.context import ChannelContext
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, int]
+_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+# A sink that keeps failing is not hammered even with delay_ms: 0.
+_MIN_DEAD_LETTER_WAIT_MS = 100
+# After an unexpected error on a record, come back to it after this long.
+_ERROR_WAIT_MS = 1000
+
+
+@dataclass
+class _Pending:
+    """A record of a partition that is not finished: retries or the dead-letter sink are due."""
+
+    offset: int
+    first_attempt: float
+    attempts: int = 0
+    reason: str = ""
+    status: int | None = None
+    body: bytes = b""
+    exhausted: bool = False  # delivery given up: only the dead-letter sink is tried
+    dead_letter_attempts: int = 0
+
+
+def _check_url(path: str, url: Any) -> str:
+    parts = urlsplit(url) if isinstance(url, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+        raise invalid(path, f"{url!r} is not an http:// or https:// URL", f"write {path}: http://host:port/path")
+    return url  # type: ignore[no-any-return]
+
+
+def _resume_at(offset: int, last: int, wait_ms: int = 0) -> BatchResponse:
+    """Commit everything before ``offset`` and read on from it (after ``wait_ms``)."""
+    response = BatchResponse.advance()
+    if offset <= last:
+        response.seek(offset)
+    if wait_ms:
+        response.wait(wait_ms)
+    return response
+
+
+class HttpDispatcher(BatchEventProcessor):
+    """POSTs each record as a CloudEvent to ``url``; see the module documentation.
+
+    Options (``processor.options``): ``url``; ``event_type`` and ``event_source`` (for records
+    that are not CloudEvents; ``{topic}`` in the source is replaced); ``content_type`` (their
+    ``datacontenttype`` when the record has no ``content-type`` header); ``content_mode``
+    (``as-received``, ``binary`` or ``structured``); ``retry`` (see
+    :class:`~jetkafka.processors.delivery.RetryPolicy`); ``dead_letter`` (``{url: ...}`` or
+    ``{topic: ...}``); ``subscription`` (metric label, default the channel's group);
+    ``max_turn_ms``. ``registry`` (Python only) receives the metrics instead of the default.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        event_type: str = "dev.jetkafka.record",
+        event_source: str = "/jetkafka/{topic}",
+        content_type: str | None = None,
+        content_mode: str = "as-received",
+        retry: Mapping[str, Any] | None = None,
+        dead_letter: Mapping[str, Any] | None = None,
+        subscription: str | None = None,
+        max_turn_ms: int = 5000,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self.url = _check_url("url", url)
+        for name, value in (("event_type", event_type), ("event_source", event_source)):
+            if not isinstance(value, str) or not value.strip():
+                raise invalid(name, f"expected a non-empty string, got {value!r}", f"write {name}: com.example.{name}")
+        if content_type is not None and (not isinstance(content_type, str) or "/" not in content_type):
+            raise invalid("content_type", f"{content_type!r} is not a media type", "write content_type: application/json")
+        if content_mode not in CONTENT_MODES:
+            raise invalid(
+                "content_mode", f"{content_mode!r} is not one of {', '.join(CONTENT_MODES)}", "write content_mode: as-received"
+            )
+        if subscription is not None and (not isinstance(subscription, str) or not subscription):
+            raise invalid("subscription", f"expected a non-empty string, got {subscription!r}", "write subscription: orders-to-billing")
+        self.policy = RetryPolicy.from_options(retry)
+        self.max_turn_s = whole("max_turn_ms", max_turn_ms, 1, 3_600_000) / 1000
+        self._encoder = RecordEncoder(event_type, event_source, content_type, content_mode)
+        self._sender = HttpSender(self.policy.timeout_ms)
+        self._dead_letter_topic: str | None = None
+        self._dead_letter: DeadLetterTarget | None = self._dead_letter_option(dead_letter)
+        self._subscription_option = subscription
+        self.subscription = subscription or url
+        self._metrics = DispatchMetrics.for_registry(registry)
+        self._context: ChannelContext | None = None
+        self._stopping = threading.Event()
+        # One entry per partition, touched only by the thread holding that partition's turn.
+        self._pending: dict[Key, _Pending] = {}
+
+    def _dead_letter_option(self, option: Mapping[str, Any] | None) -> DeadLetterTarget | None:
+        if option is None:
+            return None
+        if not isinstance(option, Mapping) or len(option) != 1 or next(iter(option)) not in ("url", "topic"):
+            raise invalid(
+                "dead_letter", f"expected one of url or topic, got {option!r}", "write dead_letter: {url: http://...} or {topic: name}"
+            )
+        if "url" in option:
+            return UrlDeadLetter(_check_url("dead_letter.url", option["url"]), self._sender, self._encoder.mode_for)
+        topic = option["topic"]
+        if not isinstance(topic, str) or not _TOPIC.match(topic):
+            raise invalid("dead_letter.topic", f"{topic!r} is not a topic name", "use letters, digits, '.', '_' and '-'")
+        self._dead_letter_topic = topic  # the producer needs the channel's Kafka settings: on_start
+        return None
+
+    # -- life cycle --------------------------------------------------------------------------
+
+    def on_start(self, context: ChannelContext) -> None:
+        self._context = context
+        self._stopping.clear()
+        self.subscription = self._subscription_option or context.group
+        topic = self._dead_letter_topic
+        if topic is not None:
+            if topic in context.config.channel.topics:
+                # Raised from start(), outside the loader: a JetkafkaError is shown as a message.
+                raise ProcessorError(
+                    str(invalid("dead_letter.topic", f"{topic!r} is a topic this channel consumes: failures would loop",
+                                "name another topic"))
+                )
+            self._dead_letter = TopicDeadLetter(context.config.kafka, topic, context.group)
+        log.info(
+            "subscription %s: delivering to %s (retries %d, %s back-off from %d ms, dead letters to %s)",
+            self.subscription,
+            self.url,
+            self.policy.count,
+            self.policy.backoff,
+            self.policy.delay_ms,
+            self._dead_letter.name if self._dead_letter is not None else "nowhere (dropped)",
+        )
+
+    def on_stop(self) -> None:
+        self._stopping.set()
+        self._sender.close()
+        if self._dead_letter is not None:
+            self._dead_letter.close()
+        if self._dead_letter_topic is not None:
+            self._dead_letter = None  # a new producer on the next start
+
+    # -- the partition's callbacks -----------------------------------------------------------
+
+    def on_next_batch(self, source: PartitionSource, events: EventBatch) -> BatchResponse:
+        key = (source.topic, source.partition)
+        hold = self._hold(key)
+        deadline = time.monotonic() + self.max_turn_s
+        last = events.last_offset
+        for index, record in enumerate(events):
+            offset = record.offset
+            if self._stopping.is_set() or (index and time.monotonic() >= deadline):
+                return _resume_at(offset, last)  # release and shutdown get their turn
+            if index and self._hold(key) is not hold:
+                raise PartitionLost(source.topic, source.partition, "lost while delivering")
+            try:
+                wait_ms = self._deliver(source, record)
+            except PartitionLost:
+                raise
+            except Exception:
+                # A bug or an unexpected library error: keep what was delivered, retry this record.
+                log.exception("%s[%d] offset %d: delivery raised; trying again in %d ms",
+                              source.topic, source.partition, offset, _ERROR_WAIT_MS)
+                return _resume_at(offset, last, _ERROR_WAIT_MS)
+            if wait_ms is not None:
+                return _resume_at(offset, last, wait_ms)
+        return BatchResponse.advance()
+
+    def on_stream_termination(self, source: PartitionSource) -> BatchResponse | None:
+        self._pending.pop((source.topic, source.partition), None)
+        return BatchResponse.advance()  # the position is always the first unfinished record
+
+    def on_exception(self, source: PartitionSource, error: BaseException) -> BatchResponse | None:
+        if isinstance(error, PartitionLost):
+            self._pending.pop((source.topic, source.partition), None)
+        return None
+
+    # -- one record ----------------------------------------------------------------------------
+
+    def _hold(self, key: Key) -> object:
+        return None if self._context is None else self._context.hold(*key)
+
+    def _labels(self, record: Event) -> tuple[str, str, str]:
+        return (self.subscription, record.topic, str(record.partition))
+
+    def _deliver(self, source: PartitionSource, record: Event) -> int | None:
+        """Finish ``record`` (None), or the milliseconds after which to come back to it."""
+        key = (source.topic, source.partition)
+        pending = self._pending.get(key)
+        if pending is not None and pending.offset != record.offset:
+            pending = None  # the partition was repositioned: that record's state is void
+        if pending is None:
+            pending = _Pending(record.offset, time.monotonic())
+        self._pending[key] = pending
+        if pending.exhausted:
+            return self._give_up(source, record, pending)
+        try:
+            event = self._encoder.decode(record)
+            headers, body = event.to_http(self._encoder.mode_for(event))
+        except EncodingError as exc:
+            pending.reason, pending.exhausted = f"not a valid CloudEvent: {exc}", True
+            log.error("%s[%d] offset %d: %s", record.topic, record.partition, record.offset, pending.reason)
+            return self._give_up(source, record, pending)
+        attempt = self._sender.post(self.url, headers, body)
+        pending.attempts += 1
+        if attempt.ok:
+            del self._pending[key]
+            self._metrics.delivered.labels(*self._labels(record)).inc()
+            self._metrics.latency.labels(self.subscription, record.topic).observe(time.monotonic() - pending.first_attempt)
+            return None
+        pending.reason, pending.status, pending.body = attempt.describe(), attempt.status, attempt.body
+        retries = pending.attempts - 1
+        if self.policy.retryable(attempt.status) and retries < self.policy.count:
+            wait_ms = self.policy.wait_ms(retries + 1, attempt.status, attempt.retry_after)
+            self._metrics.retried.labels(*self._labels(record)).inc()
+            log.warning(
+                "%s[%d] offset %d: delivery to %s failed (%s); retry %d of %d in %d ms",
+                record.topic, record.partition, record.offset, self.url, pending.reason, retries + 1,
+                self.policy.count, wait_ms,
+            )
+            return wait_ms
+        pending.exhausted = True
+        log.error(
+            "%s[%d] offset %d: delivery to %s failed (%s) after %d attempt(s)%s",
+            record.topic, record.partition, record.offset, self.url, pending.reason, pending.attempts,
+            "" if self.policy.retryable(attempt.status) else "; not retryable",
+        )
+        return self._give_up(source, record, pending)
+
+    def _give_up(self, source: PartitionSource, record: Event, pending: _Pending) -> int | None:
+        """Hand the record to the dead-letter sink (or drop it without one)."""
+        key = (source.topic, source.partition)
+        labels = self._labels(record)
+        sink = self._dead_letter
+        if sink is None:
+            del self._pending[key]
+            self._metrics.dropped.labels(*labels).inc()
+            log.error("%s[%d] offset %d: dropped, no dead_letter configured (%s)",
+                      record.topic, record.partition, record.offset, pending.reason)
+            return None
+        try:
+            event = self._encoder.decode(record)
+        except EncodingError:
+            event = self._encoder.plain(record)  # dead-letter what could not be read, as it is
+        extensions = error_extensions(self.url, pending.reason, pending.status, pending.body, pending.attempts, record)
+        try:
+            sink.send(record, event, extensions, pending.attempts)
+        except DeadLetterFailed as exc:
+            pending.dead_letter_attempts += 1
+            wait_ms = max(_MIN_DEAD_LETTER_WAIT_MS, self.policy.backoff_ms(pending.dead_letter_attempts))
+            self._metrics.dead_letter_failed.labels(*labels).inc()
+            log.error("%s[%d] offset %d: %s; the record is kept and offered again in %d ms",
+                      record.topic, record.partition, record.offset, exc, wait_ms)
+            return wait_ms
+        del self._pending[key]
+        self._metrics.dead_lettered.labels(*labels).inc()
+        log.error("%s[%d] offset %d: sent to dead-letter %s (%s)",
+                  record.topic, record.partition, record.offset, sink.name, pending.reason)
+        try:
+            # Committed now, not at the end of the batch: a crash must not dead-letter it twice.
+            source.commit(record.offset + 1)
+        except CommitUncertain as exc:
+            log.warning("%s[%d] offset %d: commit after dead-letter postponed (%s); the batch's commit will cover it",
+                        record.topic, record.partition, record.offset, exc)
+        return None
+
+
+__all__ = ["HttpDispatcher"]
