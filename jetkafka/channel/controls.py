@@ -70,7 +70,8 @@ class ChannelControls:
                 keys = list(self._states)
             else:
                 keys = [k for k in self._states if k[0] == topic and partition in (None, k[1])]
-                self._paused.difference_update(keys)
+                # Also partitions not held now: they must not start paused when taken later.
+                self._paused = {k for k in self._paused if not (k[0] == topic and partition in (None, k[1]))}
             states = [self._states[k] for k in keys if k in self._states]
         for state in states:
             if not self._is_paused(state.key):

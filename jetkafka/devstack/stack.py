@@ -110,7 +110,7 @@ class DevStack:
                 for server in reversed(started):
                     with contextlib.suppress(Exception):
                         server.stop()
-                    state[server.name].update(_STOPPED)
+                    state.setdefault(server.name, {}).update(_STOPPED)
                 self._save(state)
                 raise
             self._save(state)
@@ -187,8 +187,9 @@ class DevStack:
         else:
             port = None
         server = self._server(component, port, fresh=True)
-        server.start(timeout)
+        # Listed before waiting for it: an interrupt during the wait must still stop it.
         started.append(server)
+        server.start(timeout)
         record = server.record
         assert record is not None  # start() returned, so the probe saw it serving
         state[component] = {

@@ -76,7 +76,7 @@ def find_java() -> str:
     if found:
         return found
     raise DevStackError(
-        "java not found on PATH: install a Java 11+ runtime "
+        "java not found on PATH: install a Java 17+ runtime "
         "(e.g. apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
     )
 

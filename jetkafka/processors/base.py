@@ -86,15 +86,20 @@ class BatchResponse:
 class BatchEventProcessor(ABC):
     """Base class of every processor.
 
-    Only :meth:`on_next_batch` is required. Exceptions raised by any callback are caught by the
-    channel and handed to :meth:`on_exception`; nothing a processor raises skips events.
+    Only :meth:`on_next_batch` is required. An exception from :meth:`on_next_batch` is handed to
+    :meth:`on_exception`; one from any other callback is logged, counted and treated as if the
+    callback returned None. Nothing a processor raises skips events.
     """
 
     def on_start(self, context: ChannelContext) -> None:
-        """Called once when the channel starts, before any partition is taken."""
+        """Called when the channel starts, before any partition is taken (again after each
+        resubscribe of a hot deploy). Raising here makes :meth:`InboundChannel.start` fail."""
 
     def on_stop(self) -> None:
-        """Called once when the channel has stopped and no callback runs any more."""
+        """Called when the channel has stopped (and at each resubscribe of a hot deploy).
+
+        After a shutdown that timed out, a batch still in hand may be running.
+        """
 
     @abstractmethod
     def on_next_batch(self, source: PartitionSource, events: EventBatch) -> BatchResponse:

@@ -321,3 +321,15 @@ def test_seek_back_into_the_batch_redelivers_its_tail(zk, zk_connect, kafka_conf
     ids = proc.ids()
     assert [i for i in range(100) if ids.count(i) == 2] == list(range(30, 50))
     assert fetched == 100  # the tail came from the buffer, not from the broker again
+
+
+def test_resuming_a_partition_not_held_clears_its_pause(zk_connect, kafka_config, topic_factory, produce) -> None:
+    topic = topic_factory(partitions=1)
+    produce(topic, values(10, 1))
+    proc = RecordingProcessor()
+    channel = make_channel(zk_connect, kafka_config, topic, proc)
+    # Before start nothing is held: a pause and resume of the partition must cancel out.
+    channel.pause(topic, 0)
+    channel.resume(topic, 0)
+    with channel:
+        wait_until(lambda: len(proc.delivered) == 10, what="delivery of a partition resumed before it was held")

@@ -1,0 +1,83 @@
+# jetkafka: the everyday commands. Every target that runs Python sets up .venv first.
+#
+#   make run                  the Spark pipeline quick start on the embedded dev stack
+#                             (RUN_ARGS="--events 50000" passes options to examples/run_pipeline.py)
+#   make test                 the test suite (PYTEST_ARGS="tests/config -x" to narrow it)
+#   make dev-up / dev-down    the local ZooKeeper and broker, in .jetkafka/devstack
+#   make venv                 only create or refresh .venv
+#   make clean                remove caches and build outputs (keeps .venv and dev stack data)
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV := .venv
+PY := $(VENV)/bin/python
+# Written after a successful install; older than setup.cfg or setup.py means install again.
+STAMP := $(VENV)/.jetkafka-installed
+# Interpreter that creates the venv; override with `make PYTHON=/path/to/python3.12 venv`.
+PYTHON ?=
+PYTEST_ARGS ?=
+RUN_ARGS ?=
+
+.PHONY: help venv test run dev-up dev-down clean
+
+help:
+	@echo "make run       run the Spark pipeline quick start (examples/run_pipeline.py; options: RUN_ARGS=...)"
+	@echo "make test      run the tests (extra pytest arguments: PYTEST_ARGS=...)"
+	@echo "make dev-up    start the local ZooKeeper and broker (jetkafka dev up)"
+	@echo "make dev-down  stop them (jetkafka dev down)"
+	@echo "make venv      create .venv and install jetkafka with its dev extra"
+	@echo "make clean     remove caches and build outputs"
+
+venv: $(STAMP)
+
+$(STAMP): setup.cfg setup.py
+	@set -euo pipefail; \
+	is_311() { "$$1" -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1; }; \
+	if [ -x "$(PY)" ] && is_311 "$(PY)"; then \
+		echo "using existing $(VENV) ($$($(PY) --version))"; \
+	else \
+		py="$(PYTHON)"; \
+		if [ -z "$$py" ]; then \
+			if is_311 python3.11; then py=python3.11; \
+			elif is_311 python3; then py=python3; \
+			else \
+				echo "error: jetkafka needs Python 3.11 or newer, and neither python3.11 nor python3 is one" >&2; \
+				echo "  found: $$(python3 --version 2>&1 || echo 'no python3')" >&2; \
+				echo "  fix: install Python 3.11 (e.g. apt-get install python3.11 python3.11-venv)," >&2; \
+				echo "       or run: make PYTHON=/path/to/python3.11 $(MAKECMDGOALS)" >&2; \
+				exit 1; \
+			fi; \
+		elif ! is_311 "$$py"; then \
+			echo "error: PYTHON=$$py is not Python 3.11 or newer" >&2; exit 1; \
+		fi; \
+		echo "creating $(VENV) with $$($$py --version)"; \
+		rm -rf "$(VENV)"; \
+		"$$py" -m venv "$(VENV)"; \
+	fi; \
+	$(PY) -m pip install --quiet --upgrade pip; \
+	$(PY) -m pip install --progress-bar off -e '.[dev]'; \
+	touch "$@"; \
+	echo "$(VENV) is ready"
+
+test: venv
+	@set -uo pipefail; \
+	$(PY) -m pytest -q -ra $(PYTEST_ARGS); status=$$?; \
+	if [ $$status -eq 5 ]; then \
+		echo "make test: pytest collected no tests (exit 5); check PYTEST_ARGS" >&2; \
+	fi; \
+	exit $$status
+
+run: venv
+	$(PY) examples/run_pipeline.py $(RUN_ARGS)
+
+dev-up: venv
+	$(VENV)/bin/jetkafka dev up
+
+dev-down: venv
+	$(VENV)/bin/jetkafka dev down
+
+clean:
+	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache spark-warehouse metastore_db derby.log
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+	find . -path ./$(VENV) -prune -o -name '*.egg-info' -type d -prune -exec rm -rf {} +
