@@ -110,7 +110,8 @@ class DevStack:
                 for server in reversed(started):
                     with contextlib.suppress(Exception):
                         server.stop()
-                    state.setdefault(server.name, {}).update(_STOPPED)
+                    if server.name in state:  # a server that never started has no record
+                        state[server.name].update(_STOPPED)
                 self._save(state)
                 raise
             self._save(state)
