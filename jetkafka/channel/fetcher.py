@@ -211,9 +211,12 @@ class Fetcher:
                     state = self._states(key)
                     if state is not None and (state.paused or state.fetch_paused):
                         self.consumer.pause([TopicPartition(key[0], key[1])])
-                    if state is not None and op == "seek":
+                    if state is not None:
                         with state.lock:
-                            state.seek_pending = False
+                            # Only the command for the position this state waits for ends the
+                            # wait, not one queued for an earlier state of the partition.
+                            if state.fetch_next == offset:
+                                state.seek_pending = False
                     log.debug("%s[%d]: fetching from offset %d", key[0], key[1], offset)
                 elif op == "unassign" and key in self._assigned:
                     self.consumer.incremental_unassign([TopicPartition(key[0], key[1])])

@@ -349,6 +349,9 @@ class InboundChannel(ChannelControls, HotDeploy):
                     offset,
                 )
             state = PartitionState(lease, offset, cfg.buffer_max_events, cfg.buffer_max_bytes, self._budget)
+            # Until the fetcher applies the assign below, it may still deliver from an earlier
+            # assignment of this partition (lost and taken again), past ``offset``: drop that.
+            state.seek_pending = True
             with self._states_cond:
                 old = self._states.get(lease.key)
                 self._states[lease.key] = state

@@ -1,0 +1,109 @@
+"""A processor for fault tests across processes: logs deliveries and callbacks to one file.
+
+Lines (space separated, one ``os.write`` per callback, appended by every process of a test)::
+
+    D <pid> <time> <topic> <partition> <offset> <id>     one per delivered event, before the commit
+    T <pid> <time> <topic> <partition> <head offset>    on_stream_termination (a graceful release)
+    X <pid> <time> <topic> <partition> <error class>    on_exception (e.g. PartitionLost)
+
+``time`` is the wall clock when the callback started, so deliveries of several processes can be
+ordered against each other and against the faults a test injects. Because a batch is written
+before it is committed, the file holds every delivery, also of a process killed or fenced
+before its commit.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+from jetkafka import BatchEventProcessor, BatchResponse, EventBatch, PartitionSource
+
+
+class EventLogRecorder(BatchEventProcessor):
+    """``delay_ms`` keeps each batch in hand that long before returning ``advance``.
+
+    ``after_freeze_ms``: when the process was frozen (SIGSTOP) while a batch was in hand, keep
+    working on that batch this much longer after it thaws, as a zombie finishing a slow write
+    would; its commit then reaches ZooKeeper after the session was renewed.
+    """
+
+    def __init__(self, path: str, delay_ms: int = 0, after_freeze_ms: int = 0) -> None:
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._pid = os.getpid()
+        self._delay = delay_ms / 1000
+        self._after_freeze = after_freeze_ms / 1000
+
+    def _write(self, text: str) -> None:
+        os.write(self._fd, text.encode())
+
+    def on_next_batch(self, source: PartitionSource, events: EventBatch) -> BatchResponse:
+        now = time.time()
+        self._write(
+            "".join(
+                f"D {self._pid} {now:.6f} {e.topic} {e.partition} {e.offset} {(e.value or b'').decode()}\n"
+                for e in events
+            )
+        )
+        if self._delay:
+            started = time.monotonic()
+            time.sleep(self._delay)  # keeps the batch in hand, uncommitted
+            if self._after_freeze and time.monotonic() - started > self._delay + 1.0:
+                time.sleep(self._after_freeze)
+        return BatchResponse.advance()
+
+    def on_stream_termination(self, source: PartitionSource) -> BatchResponse | None:
+        self._write(f"T {self._pid} {time.time():.6f} {source.topic} {source.partition} {source.head_offset}\n")
+        return BatchResponse.advance()
+
+    def on_exception(self, source: PartitionSource, error: BaseException) -> BatchResponse | None:
+        self._write(
+            f"X {self._pid} {time.time():.6f} {source.topic} {source.partition} {type(error).__name__}\n"
+        )
+        return None
+
+    def on_stop(self) -> None:
+        os.close(self._fd)
+
+
+@dataclass(frozen=True)
+class Delivery:
+    pid: int
+    at: float
+    topic: str
+    partition: int
+    offset: int
+    id: int
+
+
+@dataclass(frozen=True)
+class Callback:
+    kind: str  # "T" or "X"
+    pid: int
+    at: float
+    topic: str
+    partition: int
+    detail: str
+
+
+def read_event_log(path: str) -> tuple[list[Delivery], list[Callback]]:
+    deliveries, callbacks = [], []
+    try:
+        f = open(path)
+    except FileNotFoundError:
+        return [], []
+    with f:
+        for line in f:
+            if not line.endswith("\n"):
+                break  # a line being written right now
+            kind, pid, at, topic, partition, a, *rest = line.split()
+            if kind == "D":
+                deliveries.append(Delivery(int(pid), float(at), topic, int(partition), int(a), int(rest[0])))
+            else:
+                callbacks.append(Callback(kind, int(pid), float(at), topic, int(partition), a))
+    return deliveries, callbacks
+
+
+def delivered_ids(path: str) -> list[int]:
+    return [d.id for d in read_event_log(path)[0]]
