@@ -12,7 +12,14 @@ import logging
 from collections.abc import Callable, Mapping
 
 from kazoo.client import KazooClient, TransactionRequest
-from kazoo.exceptions import ConnectionLoss, NoNodeError, OperationTimeoutError, RolledBackError, SessionExpiredError
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionLoss,
+    NoNodeError,
+    OperationTimeoutError,
+    RolledBackError,
+    SessionExpiredError,
+)
 
 from jetkafka.coordination.ownership import Lease, decode_offset
 from jetkafka.coordination.paths import GroupPaths
@@ -77,6 +84,12 @@ class OffsetStore:
                     lease.topic, lease.partition, f"commit of offset {offset} refused: ZooKeeper session expired"
                 ) from None
             failed = [r for r in results if isinstance(r, Exception)]
+            if failed and self._reconciled(lease, owner_path, offset_path, results):
+                tx = self._client.transaction()
+                tx.check(owner_path, lease.owner_version)
+                tx.set_data(offset_path, value, version=lease.offset_version)
+                results = tx.commit()
+                failed = [r for r in results if isinstance(r, Exception)]
             if failed:
                 raise CommitFenced(
                     lease.topic,
@@ -86,6 +99,34 @@ class OffsetStore:
                 )
             lease.offset_version = results[1].version
             lease.committed = offset
+
+    def _reconciled(self, lease: Lease, owner_path: str, offset_path: str, results: list[object]) -> bool:
+        """After a refused commit: was the offset version moved by this very lease?
+
+        A commit whose reply was lost may have landed, leaving the lease one version behind.
+        While the owner node is still the one this lease's session created, nobody else can
+        have taken the partition, so the offset node changed only through this lease: adopt
+        its version (True). Otherwise the refusal stands (False).
+        """
+        if not (isinstance(results[0], RolledBackError) and isinstance(results[1], BadVersionError)):
+            return False  # the owner check itself failed: really fenced
+        try:
+            _, owner = self._client.get(owner_path)
+            _, stat = self._client.get(offset_path)
+        except Exception:
+            return False
+        if lease.session_id == 0 or owner.ephemeralOwner != lease.session_id:
+            return False
+        log.warning(
+            "%s[%d]: offset node at version %d, this owner expected %d (an earlier commit's reply was "
+            "lost); adopting it",
+            lease.topic,
+            lease.partition,
+            stat.version,
+            lease.offset_version,
+        )
+        lease.offset_version = stat.version
+        return True
 
     def commit_many(
         self,

@@ -46,6 +46,7 @@ class Lease:
     owner_version: int
     offset_version: int
     committed: int | None
+    session_id: int = 0  # the ZooKeeper session that created the owner node
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
@@ -88,6 +89,7 @@ class PartitionOwnership:
                     owner_version,
                     results[1].version,
                     decode_offset(data),
+                    session_id=self._client.client_id[0],
                 )
                 log.info(
                     "took %s[%d], committed offset %s", topic, partition, lease.committed

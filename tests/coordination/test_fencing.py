@@ -134,3 +134,40 @@ def test_digest_auth_protects_every_node(zk_connect: str) -> None:
         for c in (owner, anonymous, wrong):
             c.stop()
             c.close()
+
+
+def test_a_commit_whose_reply_was_lost_does_not_orphan_the_partition(
+    clients: tuple[KazooClient, KazooClient],
+) -> None:
+    a, b = clients
+    (own_a, off_a), (own_b, off_b) = member(a, "a"), member(b, "b")
+    lease = own_a.take("t", 0)
+    assert lease is not None
+    off_a.commit(lease, 10)
+    # The commit of 11 lands but its reply is lost: the lease still holds the old version.
+    stale_version = lease.offset_version
+    off_a.commit(lease, 11)
+    lease.offset_version = stale_version
+    off_a.commit(lease, 12)  # adopted, not refused: the owner node is still this lease's
+    assert off_a.read("t", 0) == 12
+    # A real take-over is still fenced, reconciliation or not.
+    own_a.release(lease)
+    assert own_b.take("t", 0) is not None
+    with pytest.raises(CommitFenced):
+        off_a.commit(lease, 13)
+    assert off_b.read("t", 0) == 12
+
+
+def test_an_expired_lease_is_not_reconciled(clients: tuple[KazooClient, KazooClient]) -> None:
+    a, _ = clients
+    own_a, off_a = member(a, "a")
+    lease = own_a.take("t", 0)
+    assert lease is not None
+    off_a.commit(lease, 10)
+    expire_session(a)
+    # Same instance, new session, takes the partition again: the old lease stays fenced.
+    again = own_a.take("t", 0)
+    assert again is not None and again.session_id != lease.session_id
+    with pytest.raises(CommitFenced):
+        off_a.commit(lease, 99)
+    assert off_a.read("t", 0) == 10
