@@ -209,8 +209,11 @@ class Fetcher:
                     self.consumer.incremental_assign([tp])
                     self._assigned.add(key)
                     state = self._states(key)
+                    # librdkafka keeps a partition's pause across unassign/assign: set it anew.
                     if state is not None and (state.paused or state.fetch_paused):
                         self.consumer.pause([TopicPartition(key[0], key[1])])
+                    else:
+                        self.consumer.resume([TopicPartition(key[0], key[1])])
                     if state is not None:
                         with state.lock:
                             # Only the command for the position this state waits for ends the

@@ -333,3 +333,25 @@ def test_resuming_a_partition_not_held_clears_its_pause(zk_connect, kafka_config
     channel.resume(topic, 0)
     with channel:
         wait_until(lambda: len(proc.delivered) == 10, what="delivery of a partition resumed before it was held")
+
+
+def test_a_partition_paused_for_a_full_buffer_fetches_again_after_a_revert(
+    zk, zk_connect, kafka_config, topic_factory, produce
+) -> None:
+    topic = topic_factory(partitions=1)
+    produce(topic, values(400, 1))
+    heads: list[int] = []
+
+    def respond(source: PartitionSource, events: EventBatch) -> BatchResponse:
+        heads.append(source.head_offset)
+        if len(heads) == 1:
+            time.sleep(1.0)  # let the fetcher fill the buffer far past its share and pause
+            return BatchResponse.revert()
+        return BatchResponse.advance()
+
+    proc = RecordingProcessor(respond)
+    with make_channel(
+        zk_connect, kafka_config, topic, proc, batch_max_events=5, buffer_max_events=5, buffer_max_bytes=10_000
+    ):
+        wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 400}, what="every record after the revert")
+    assert heads[:2] == [0, 0]
