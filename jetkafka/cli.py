@@ -139,6 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     from jetkafka.ops import commands as ops_commands
 
     ops_commands.register(sub)
+    from jetkafka.recovery import commands as recovery_commands
+
+    recovery_commands.register(sub)
     return parser
 
 

@@ -67,6 +67,7 @@ class InboundChannel(ChannelControls, HotDeploy):
         controller: KafkaController | None = None,
         pythonpath: Sequence[str] = (),
         consumer_id: str | None = None,
+        recovery_processor: BatchEventProcessor | None = None,
     ) -> None:
         if processor is None:
             if config.processor is None:
@@ -105,6 +106,8 @@ class InboundChannel(ChannelControls, HotDeploy):
         self._reconfiguring = threading.Lock()
         self._responder: Any = None  # jetkafka.ops.responder.CommandResponder while running
         self._metrics: Any = None  # jetkafka.ops.metrics.MetricsHandle while running
+        self._recovery_processor = recovery_processor  # see jetkafka.recovery.service.choose_processor
+        self._recovery: Any = None  # jetkafka.recovery.RecoveryService while running with recovery on
 
     @classmethod
     def from_yaml(
@@ -164,6 +167,9 @@ class InboundChannel(ChannelControls, HotDeploy):
             # Before joining: every take-over must find the responder there to apply pending resets.
             self._responder = CommandResponder(self, self._controller.client)
             self._responder.start()
+            from jetkafka.recovery import RecoveryService
+
+            self._recovery = RecoveryService.for_channel(self, self._recovery_processor)  # before take-overs
             if self.config.metrics.port is not None:
                 from jetkafka.ops.metrics import attach_channel
 
@@ -247,6 +253,9 @@ class InboundChannel(ChannelControls, HotDeploy):
         if self._responder is not None:
             self._responder.stop()
             self._responder = None
+        if self._recovery is not None:
+            self._recovery.stop()
+            self._recovery = None
         self._workers_stop.set()
         if self._queue is not None:
             self._queue.close()
@@ -348,6 +357,11 @@ class InboundChannel(ChannelControls, HotDeploy):
                     cfg.auto_offset_reset,
                     offset,
                 )
+            elif (recovery := self._recovery) is not None:  # a backlog over recovery.max_partition_lag
+                offset = recovery.start_offset(lease)
+                if offset is None:  # the take-over commit failed (logged): give the partition up
+                    self._membership.finish_release(lease.key)
+                    continue
             state = PartitionState(lease, offset, cfg.buffer_max_events, cfg.buffer_max_bytes, self._budget)
             # Until the fetcher applies the assign below, it may still deliver from an earlier
             # assignment of this partition (lost and taken again), past ``offset``: drop that.
@@ -388,6 +402,8 @@ class InboundChannel(ChannelControls, HotDeploy):
 
     def _remove(self, state: PartitionState) -> None:
         assert self._fetcher is not None
+        if (recovery := self._recovery) is not None:  # its recovery batch in hand is stored first
+            recovery.partition_removed(state.lease)
         with state.lock:
             state.removed = True
             state.budget.removed(len(state.messages), state.buffered_bytes)

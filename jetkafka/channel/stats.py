@@ -68,6 +68,9 @@ class PartitionFigures:
     batches: dict[str, int]
     errors: dict[str, int]
     batch_seconds: DurationHistogram
+    recovered: int = 0  # events recovered and stored as done (jetkafka.recovery)
+    recovery_lost: dict[str, int] = field(default_factory=dict)  # by reason: retention, max_records
+    recovery_remaining: int | None = None  # events still to recover; None: no recovery node
 
 
 @dataclass
@@ -78,6 +81,9 @@ class ChannelStats:
     committed_offsets: dict[Key, int] = field(default_factory=dict)
     batch_histograms: dict[Key, DurationHistogram] = field(default_factory=dict)
     rebalances: Counter[str] = field(default_factory=Counter)
+    recovered_events: Counter[Key] = field(default_factory=Counter)
+    recovery_lost_events: Counter[tuple[Key, str]] = field(default_factory=Counter)
+    recovery_left: dict[Key, int] = field(default_factory=dict)
     commits: int = 0
     commits_refused: int = 0
     batch_seconds: float = 0.0
@@ -121,6 +127,24 @@ class ChannelStats:
         with self._lock:
             self.rebalances[reason] += 1
 
+    def recovered(self, key: Key, events: int) -> None:
+        """Recovery stored ``events`` more events of the partition as done."""
+        with self._lock:
+            self.recovered_events[key] += events
+
+    def recovery_lost(self, key: Key, reason: str, events: int) -> None:
+        """``events`` of the partition will never be recovered; ``reason``: retention or max_records."""
+        with self._lock:
+            self.recovery_lost_events[(key, reason)] += events
+
+    def recovery_remaining(self, key: Key, events: int | None) -> None:
+        """Events of the partition still to recover; None when this channel stopped recovering it."""
+        with self._lock:
+            if events is None:
+                self.recovery_left.pop(key, None)
+            else:
+                self.recovery_left[key] = events
+
     def rebalance_counts(self) -> dict[str, int]:
         with self._lock:
             return dict(self.rebalances)
@@ -131,7 +155,9 @@ class ChannelStats:
             self.events.pop(key, None)
             self.committed_offsets.pop(key, None)
             self.batch_histograms.pop(key, None)
-            for counter in (self.batches, self.errors):
+            self.recovered_events.pop(key, None)
+            self.recovery_left.pop(key, None)
+            for counter in (self.batches, self.errors, self.recovery_lost_events):
                 for k in [k for k in counter if k[0] == key]:
                     del counter[k]
 
@@ -143,6 +169,9 @@ class ChannelStats:
                 batches={kind: n for (k, kind), n in self.batches.items() if k == key},
                 errors={kind: n for (k, kind), n in self.errors.items() if k == key},
                 batch_seconds=histogram.copy() if histogram is not None else DurationHistogram(),
+                recovered=self.recovered_events.get(key, 0),
+                recovery_lost={reason: n for (k, reason), n in self.recovery_lost_events.items() if k == key},
+                recovery_remaining=self.recovery_left.get(key),
             )
 
     def partitions(self) -> dict[Key, PartitionFigures]:
@@ -150,6 +179,7 @@ class ChannelStats:
         with self._lock:
             keys = set(self.events) | set(self.batch_histograms) | {k for k, _ in self.batches}
             keys |= {k for k, _ in self.errors}
+            keys |= set(self.recovered_events) | set(self.recovery_left) | {k for k, _ in self.recovery_lost_events}
         return {key: self.partition(key) for key in keys}
 
     def summary(self) -> dict[str, int | float]:

@@ -383,6 +383,47 @@ class MetricsConfig:
     )
 
 
+@dataclass(frozen=True)
+class RecoveryConfig:
+    max_partition_lag: int | None = field(
+        default=None,
+        metadata=spec(
+            "backlog (records) above which a taken partition starts this far behind the high watermark and "
+            "the rest is recovered in the background; unset: recovery off",
+            min=1,
+            example="100000",
+        ),
+    )
+    max_records: int | None = field(
+        default=None,
+        metadata=spec(
+            "most records of one gap to recover (its newest part); the older rest is skipped, logged and counted",
+            min=1,
+            example="10000000",
+        ),
+    )
+    max_rate: int = field(
+        default=1000, metadata=spec("recovered events per second per channel", min=1, max=10_000_000)
+    )
+    batch_max_events: int = field(
+        default=500, metadata=spec("most events in one recovery batch", min=1, max=1_000_000)
+    )
+    processor: ProcessorConfig | None = field(
+        default=None,
+        metadata=spec("processor for recovery batches; default: another instance of the channel's processor"),
+    )
+
+    def __post_init__(self) -> None:
+        if self.max_partition_lag is None:
+            for name in ("max_records", "processor"):
+                if getattr(self, name) is not None:
+                    raise Invalid(
+                        name,
+                        "is only used when recovery is on, but max_partition_lag is not set",
+                        f"add max_partition_lag: N (e.g. 100000), or remove {name}",
+                    )
+
+
 _MEMORY = re.compile(r"[1-9][0-9]*[kmgt]?", re.IGNORECASE)
 DRIVER_MEMORY_MIN_MB = 1024
 DRIVER_MEMORY_MAX_MB = 8192
@@ -483,6 +524,9 @@ class JetkafkaConfig:
     logging: LoggingConfig = field(default_factory=LoggingConfig, metadata=spec("log output"))
     metrics: MetricsConfig = field(default_factory=MetricsConfig, metadata=spec("Prometheus metrics endpoint"))
     spark: SparkConfig = field(default_factory=SparkConfig, metadata=spec("Spark session of Spark processors"))
+    recovery: RecoveryConfig = field(
+        default_factory=RecoveryConfig, metadata=spec("background recovery of backlogs after long outages")
+    )
     source: str = field(default="<dict>", metadata=spec("file the configuration came from", yaml=False))
 
     def __post_init__(self) -> None:

@@ -257,6 +257,30 @@ FAMILIES: dict[str, tuple[type[Metric], str, str, tuple[str, ...]]] = {
         "When the watermarks of every held partition were last looked up successfully.",
         _I,
     ),
+    "recovered": (
+        CounterMetricFamily,
+        "jetkafka_recovered_events",
+        "Events of the partition recovered in the background and stored as done.",
+        _P,
+    ),
+    "recovery_remaining": (
+        GaugeMetricFamily,
+        "jetkafka_recovery_events_remaining",
+        "Events of the partition still to recover (offsets in its recovery ranges).",
+        _P,
+    ),
+    "recovery_lost": (
+        CounterMetricFamily,
+        "jetkafka_recovery_lost_events",
+        "Events of the partition that will never be recovered, by reason (retention, max_records).",
+        (*_P, "reason"),
+    ),
+    "recovery_active": (
+        GaugeMetricFamily,
+        "jetkafka_recovery_active_partitions",
+        "Held partitions with events still to recover.",
+        _I,
+    ),
 }
 
 
@@ -288,7 +312,14 @@ def _add(f: dict[str, Any], view: ChannelView, seen: set[tuple[str, str, int]]) 
             f["high"].add_metric(labels, high)
             if p.committed is not None:
                 f["lag"].add_metric(labels, max(0, high - p.committed))
+        # Recovery series exist for partitions that had anything to do with recovery here.
+        if p.figures.recovery_remaining is not None or p.figures.recovered or p.figures.recovery_lost:
+            f["recovered"].add_metric(labels, p.figures.recovered)
+            f["recovery_remaining"].add_metric(labels, p.figures.recovery_remaining or 0)
+        for reason, n in sorted(p.figures.recovery_lost.items()):
+            f["recovery_lost"].add_metric([*labels, reason], n)
     f["owned"].add_metric(instance, len(view.partitions))
+    f["recovery_active"].add_metric(instance, sum(1 for p in view.partitions if p.figures.recovery_remaining))
     f["paused_partitions"].add_metric(instance, sum(1 for p in view.partitions if p.paused))
     f["paused"].add_metric(instance, 1 if view.paused else 0)
     for reason, n in sorted(view.rebalances.items()):
