@@ -8,6 +8,7 @@ Layout (under the chroot of ``zookeeper.connect``)::
     /consumers/<group>/control/paused/<target>      persistent  exists = paused; target "_all" or a consumer id
     /consumers/<group>/commands/...                 offset reset commands (jetkafka.ops.protocol)
     /consumers/<group>/microbatches/...             Spark micro-batch ledger (jetkafka.spark)
+    /consumers/<group>/recovery/<topic>/<partition> recovery ranges (jetkafka.recovery)
 
 The ids/owners/offsets shape is the one Kafka 0.8 consumers used, so existing tools that read
 ``offsets`` keep working.
