@@ -298,10 +298,17 @@ class InboundChannel(ChannelControls, HotDeploy):
         try:
             self._membership.offsets.commit_many(commits, extra)
         except CommitFenced as exc:
-            self.partitions_lost([(exc.topic, exc.partition)], exc.reason)
+            key = (exc.topic, exc.partition)
+            state = self._states.get(key)
+            refused = commits.get(key)
+            # Only the hold that was refused is lost; a newer hold of the partition stays.
+            if state is not None and refused is not None and state.lease is refused[0]:
+                self.partitions_lost([key], exc.reason)
             raise
         for key, (_, offset) in commits.items():
             self.stats.committed(key, offset)
+            if self.config.channel.commit_to_kafka and self._fetcher is not None:
+                self._fetcher.mirror_commit(key, offset)
 
     # -- the workers -----------------------------------------------------------------------
 

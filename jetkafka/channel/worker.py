@@ -286,7 +286,7 @@ class BatchRunner:
             state.committed,
         )
         self._remove(state)
-        self.membership.finish_release(state.key)
+        self.membership.finish_release(state.key, state.lease)
 
     def _lose(self, state: PartitionState) -> None:
         reason = state.lost_reason or "lost"
@@ -303,6 +303,9 @@ class BatchRunner:
         source = self._source(state, state.position, state.position)
         self._call(state, "on_exception", source, PartitionLost(state.topic, state.partition, reason))
         self._remove(state)
+        # If ZooKeeper still shows this hold (the loss was seen here first), give it up, so the
+        # partition is taken again cleanly instead of staying owned and unprocessed.
+        self.membership.finish_release(state.key, state.lease)
 
     def _call(self, state: PartitionState, name: str, *args: Any) -> Any:
         """Call a non-batch callback; an exception there is logged and counted, never fatal."""

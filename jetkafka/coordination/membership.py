@@ -237,13 +237,17 @@ class GroupMembership:
     def commit(self, lease: Lease, offset: int) -> None:
         self.offsets.commit(lease, offset)
 
-    def finish_release(self, key: Key) -> None:
-        """The channel is done with ``key``: delete its owner node so others can take it."""
+    def finish_release(self, key: Key, lease: Lease | None = None) -> None:
+        """The channel is done with ``key`` (with ``lease``, when given): delete its owner node
+        so others can take it. A ``lease`` that is no longer the held one is left alone, so the
+        end of an old hold never gives up a newer hold of the same partition."""
         with self._lock:
-            lease = self._leases.pop(key, None)
+            held = self._leases.get(key)
+            if held is None or (lease is not None and held is not lease):
+                return
+            del self._leases[key]
             self._releasing.discard(key)
-        if lease is not None:
-            self.ownership.release(lease)
+        self.ownership.release(held)
 
     def release_all(self) -> list[Key]:
         """Mark every held partition as releasing (graceful shutdown); returns the keys."""

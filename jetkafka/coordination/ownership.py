@@ -103,10 +103,19 @@ class PartitionOwnership:
         raise RuntimeError(f"{topic}[{partition}]: offset node kept changing during take-over")
 
     def release(self, lease: Lease) -> None:
-        """Delete the owner node if it is still ours; other consumers' watches fire at once."""
-        try:
-            self._client.delete(self._paths.owner(lease.topic, lease.partition), version=lease.owner_version)
-        except (NoNodeError, BadVersionError):
+        """Delete the owner node if it is still ours; other consumers' watches fire at once.
+
+        Fenced like a commit: the delete only happens together with a check of the offset
+        node's version, which every take-over bumps, so a stale lease can never delete a newer
+        owner's node (whose own version is 0 as well).
+        """
+        with lease.lock:
+            tx = self._client.transaction()
+            tx.check(self._paths.offset(lease.topic, lease.partition), lease.offset_version)
+            tx.delete(self._paths.owner(lease.topic, lease.partition), version=lease.owner_version)
+            results = tx.commit()
+        if any(isinstance(r, Exception) for r in results):
+            log.debug("%s[%d]: owner node not ours any more; nothing to release", lease.topic, lease.partition)
             return
         log.info("released %s[%d]", lease.topic, lease.partition)
 

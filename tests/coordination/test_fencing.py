@@ -171,3 +171,15 @@ def test_an_expired_lease_is_not_reconciled(clients: tuple[KazooClient, KazooCli
     with pytest.raises(CommitFenced):
         off_a.commit(lease, 99)
     assert off_a.read("t", 0) == 10
+
+
+def test_a_stale_lease_cannot_release_the_new_owners_node(clients: tuple[KazooClient, KazooClient]) -> None:
+    a, b = clients
+    (own_a, _), (own_b, _) = member(a, "a"), member(b, "b")
+    lease_a = own_a.take("t", 0)
+    assert lease_a is not None
+    expire_session(a)
+    assert own_b.take("t", 0) is not None
+    # Both owner nodes were created at version 0; only the offset check tells them apart.
+    own_a.release(lease_a)
+    assert own_b.owners("t") == {0: "b"}
