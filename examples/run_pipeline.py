@@ -1,0 +1,234 @@
+"""Quick start: JSON purchase events -> per-minute aggregates with Spark -> Parquet, exactly once.
+
+Starts the embedded dev stack (a local ZooKeeper and Kafka-protocol broker), creates a topic,
+produces sample events, runs the pipeline of ``examples/pipeline/pipeline.yaml`` (an
+InboundChannel with a SparkMicroBatchProcessor on ``local[*]``) until every event is committed,
+showing progress, then prints a summary and stops the stack it started.
+
+    python examples/run_pipeline.py                      # 200,000 events over 4 partitions
+    python examples/run_pipeline.py --events 50000 --keep-stack
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run as a script: make the examples package importable
+
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from examples.pipeline.aggregates import minute_partials, python_minutes, rollup  # noqa: E402
+from examples.pipeline.events import EVENT_SCHEMA, encode, generate_events, produce_events  # noqa: E402
+from jetkafka.channel import InboundChannel  # noqa: E402
+from jetkafka.config import load_config  # noqa: E402
+from jetkafka.devstack import DevStack, StackInfo  # noqa: E402
+from jetkafka.errors import JetkafkaError  # noqa: E402
+from jetkafka.spark import ParquetSink, SparkMicroBatchProcessor, build_session  # noqa: E402
+from jetkafka.spark.arrow import messages_to_arrow, to_dataframe, to_table  # noqa: E402
+
+TEMPLATE = REPO / "examples" / "pipeline" / "pipeline.yaml"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=200_000, help="sample events to produce (default 200000)")
+    parser.add_argument("--partitions", type=int, default=4, help="partitions of the topic (default 4)")
+    parser.add_argument("--minutes", type=int, default=30, help="event-time span of the sample, in minutes")
+    parser.add_argument("--max-events", type=int, default=50_000, help="most events per micro-batch")
+    parser.add_argument("--output", help="output directory (default .jetkafka/pipeline/minutes-<run id>)")
+    parser.add_argument("--state-dir", help="dev stack state directory (default .jetkafka/devstack)")
+    parser.add_argument("--keep-stack", action="store_true", help="leave ZooKeeper and the broker running")
+    parser.add_argument("--timeout", type=float, default=900, help="give up after this many seconds of running")
+    parser.add_argument("--verbose", action="store_true", help="show jetkafka's INFO logs")
+    return parser.parse_args(argv)
+
+
+class Progress:
+    """One refreshing line on a terminal; a plain line every few seconds otherwise (CI logs)."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stdout.isatty()
+        self._last_line = 0.0
+        self._width = 0
+
+    def show(self, text: str, final: bool = False) -> None:
+        if self.tty:
+            pad = max(0, self._width - len(text))
+            sys.stdout.write("\r" + text + " " * pad + ("\n" if final else ""))
+            sys.stdout.flush()
+            self._width = len(text)
+        elif final or time.monotonic() - self._last_line >= 5:
+            print(text, flush=True)
+            self._last_line = time.monotonic()
+
+
+def create_topic(info: StackInfo, topic: str, partitions: int) -> None:
+    admin = AdminClient(info.client_config())
+    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        found = admin.list_topics(timeout=10).topics.get(topic)
+        if found is not None and found.error is None and len(found.partitions) == partitions:
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"topic {topic} did not show {partitions} partitions within 30 s")
+
+
+def warm_up(spark: Any, events: list[dict[str, Any]]) -> float:
+    """Run the pipeline's Spark steps once on a sample, so the figures show the steady state.
+
+    A fresh JVM compiles Spark's code paths during its first jobs, which takes longer than
+    the jobs themselves; without this the first micro-batch would carry that cost.
+    """
+    from confluent_kafka import Message
+
+    started = time.monotonic()
+    sample = [Message(topic="warm-up", partition=0, offset=i, value=encode(e)) for i, e in enumerate(events[:2000])]
+    df = to_dataframe(spark, to_table([messages_to_arrow(sample)]), "json", EVENT_SCHEMA)
+    minute_partials(df).write.format("noop").mode("overwrite").save()
+    return time.monotonic() - started
+
+
+def run_pipeline(args: argparse.Namespace, info: StackInfo, progress: Progress) -> dict[str, Any]:
+    run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:4]
+    topic = f"purchases-{run_id}"
+    output = os.path.abspath(args.output or os.path.join(".jetkafka", "pipeline", f"minutes-{run_id}"))
+    create_topic(info, topic, args.partitions)
+
+    events = generate_events(args.events, span_minutes=args.minutes)
+    started = time.monotonic()
+    produced = produce_events(
+        info.client_config(), topic, events, args.partitions,
+        progress=lambda n: progress.show(f"producing   {n:>10,} / {len(events):,} events"),
+    )
+    progress.show(f"produced    {produced:>10,} events to {topic} in {time.monotonic() - started:.1f} s", final=True)
+
+    config = load_config(
+        TEMPLATE,
+        env={
+            "ZK_CONNECT": info.zookeeper,
+            "KAFKA_BOOTSTRAP": info.bootstrap_servers,
+            "TOPIC": topic,
+            "GROUP": f"minutes-{run_id}",
+            "OUTPUT": output,
+            "MAX_EVENTS": str(args.max_events),
+        },
+    )
+    progress.show("starting Spark (local[*]) and the channel ...", final=True)
+    # Our own session: the output is read back after the channel (and its processor) stopped.
+    spark = build_session(config.spark)
+    try:
+        warm = warm_up(spark, events)
+        progress.show(f"Spark warmed up in {warm:.1f} s", final=True)
+        channel = InboundChannel(config, pythonpath=[str(REPO)])
+        processor = channel.processor
+        assert isinstance(processor, SparkMicroBatchProcessor)
+        channel.start()
+        began = time.monotonic()
+        committed = 0
+        try:
+            window: list[tuple[float, int]] = [(began, 0)]
+            while committed < produced:
+                time.sleep(0.5)
+                now = time.monotonic()
+                stats = processor.stats()
+                committed = stats["events"]
+                window = [w for w in window if now - w[0] <= 5] + [(now, committed)]
+                rate = (committed - window[0][1]) / max(now - window[0][0], 1e-6)
+                # The topic is new and every event was produced up front: lag = produced - committed.
+                progress.show(
+                    f"running {now - began:6.1f} s  committed {committed:>10,} / {produced:,}  "
+                    f"{rate:>9,.0f} events/s  lag {produced - committed:>9,}  batches {stats['batches']:>4}  "
+                    f"in memory {stats['held_events']:>8,}"
+                )
+                if now - began > args.timeout:
+                    raise TimeoutError(f"only {committed:,} of {produced:,} events committed after {args.timeout:g} s")
+            wall = time.monotonic() - began
+            progress.show(f"done        {committed:>10,} events committed in {wall:.1f} s", final=True)
+        finally:
+            channel.shutdown()
+        stats = processor.stats()
+        minutes = rollup(ParquetSink(output).read(spark)).collect()
+    finally:
+        spark.stop()
+    expected = python_minutes(events)
+    got = {r["minute"]: (r["events"], r["cents"], r["max_cents"]) for r in minutes}
+    return {
+        "topic": topic,
+        "produced": produced,
+        "committed": committed,
+        "stats": stats,
+        "minutes": minutes,
+        "verified": got == expected,
+        "wall": wall,
+        "warm_up": warm,
+        "output": output,
+    }
+
+
+def print_summary(result: dict[str, Any], total: float) -> None:
+    stats = result["stats"]
+    rows = [
+        ("events produced", f"{result['produced']:,}"),
+        ("events committed", f"{result['committed']:,}"),
+        ("micro-batches", f"{stats['batches']:,} ({stats['replays']} replays, {stats['failures']} failed attempts)"),
+        ("per-minute aggregate rows", f"{len(result['minutes']):,}"),
+        ("pipeline wall time", f"{result['wall']:.1f} s"),
+        ("Spark warm-up, whole run", f"{result['warm_up']:.1f} s, {total:.1f} s"),
+        ("throughput", f"{result['committed'] / max(result['wall'], 1e-6):,.0f} events/s"),
+        ("output", result["output"]),
+        ("check", "per-minute totals equal a plain-Python computation" if result["verified"] else "MISMATCH"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    print("\nSummary")
+    print("-" * (width + 50))
+    for key, value in rows:
+        print(f"  {key:<{width}}  {value}")
+    print("\nFirst minutes (UTC)       events        amount")
+    for r in result["minutes"][:5]:
+        minute = time.strftime("%Y-%m-%d %H:%M", time.gmtime(r["minute"] / 1000))
+        print(f"  {minute}  {r['events']:>10,}  {r['cents'] / 100:>12,.2f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)-7s %(name)s %(message)s",
+    )
+    started = time.monotonic()
+    progress = Progress()
+    stack = DevStack(args.state_dir)
+    was_running = stack.info() is not None
+    try:
+        progress.show("starting the dev stack (ZooKeeper and broker) ...", final=True)
+        info = stack.up()
+        progress.show(f"dev stack: ZooKeeper {info.zookeeper}, broker {info.bootstrap_servers}", final=True)
+        result = run_pipeline(args, info, progress)
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+    except (JetkafkaError, TimeoutError) as exc:
+        print(f"\nrun_pipeline: error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if args.keep_stack:
+            print(f"dev stack left running (state in {stack.state_dir}); stop it with: jetkafka dev down")
+        elif was_running:
+            print("dev stack was already running before this run; left running")
+        else:
+            stack.down()
+    print_summary(result, time.monotonic() - started)
+    return 0 if result["verified"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,271 @@
+"""The driver thread: closes micro-batches and takes each through record, ``fn`` and commit.
+
+One micro-batch at a time, in this order:
+
+1. *record* (new batches only): allocate the batch id and write the pending ranges, fenced
+   by each partition's hold (see :mod:`jetkafka.spark.ledger`). A partition refused by the
+   fence is dropped from the batch before anything ran: its events were never processed.
+2. *run*: build the DataFrame from Arrow and call ``fn(df, batch_id)``. If ``fn`` (or Spark)
+   raises, nothing is committed and the same batch, same id and ranges, runs again after the
+   channel's back-off (``channel.error_backoff_ms`` doubling up to ``error_backoff_max_ms``).
+3. *done*: commit every slice's end offset and delete its pending node, in one transaction.
+   A partition refused by the fence is dropped and the rest committed again: its pending node
+   stays, so the partition's new owner replays the slice under the same batch id and the
+   slice's output is overwritten, not duplicated.
+
+Before each attempt, slices of partitions no longer held (released or lost) are dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from jetkafka.coordination.offsets import CommitUncertain
+from jetkafka.errors import CommitFenced
+from jetkafka.spark.arrow import to_dataframe
+from jetkafka.spark.batch import Collector, MicroBatch, Slice
+from jetkafka.spark.ledger import MicroBatchLedger
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from jetkafka.channel.context import ChannelContext
+
+log = logging.getLogger("jetkafka.spark")
+
+_VERSION_CONFLICTS = (BadVersionError, NodeExistsError, NoNodeError)
+
+
+@dataclass
+class DriverStats:
+    batches: int = 0  # micro-batches committed
+    replays: int = 0  # of which replays of an earlier owner's batch
+    events: int = 0  # events committed
+    failures: int = 0  # fn attempts that raised
+    dropped_slices: int = 0  # slices left to a partition's next owner
+    last_batch_id: int | None = None
+    last_batch_events: int = 0
+    last_batch_seconds: float = 0.0
+
+
+class MicroBatchDriver:
+    def __init__(
+        self,
+        collector: Collector,
+        ledger: MicroBatchLedger,
+        context: ChannelContext,
+        spark: SparkSession,
+        fn: Callable[[Any, int], Any],
+        value_format: str,
+        schema: Any,
+    ) -> None:
+        self.collector = collector
+        self.ledger = ledger
+        self.context = context
+        self.spark = spark
+        self.fn = fn
+        self.value_format = value_format
+        self.schema = schema
+        channel = context.config.channel
+        self.backoff_ms = channel.error_backoff_ms
+        self.backoff_max_ms = channel.error_backoff_max_ms
+        self.stats = DriverStats()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="jetkafka-spark-driver", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float) -> bool:
+        """Stop after the step in progress; True if the thread ended within ``timeout``."""
+        self._stop.set()
+        self.collector.stop()
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            batch = self.collector.take()
+            if batch is None:
+                break
+            try:
+                self._run(batch)
+            except Exception:  # a bug here must not kill the thread silently and stall the channel
+                log.exception("micro-batch %s (%s): unexpected error; left uncommitted", batch.batch_id, batch.ranges())
+            finally:
+                self.collector.finished(batch)
+
+    # -- one micro-batch -----------------------------------------------------------------------
+
+    def _run(self, batch: MicroBatch) -> None:
+        attempt = 0
+        while not self._stop.is_set():
+            self._prune(batch, "no longer held before running")
+            if not batch.slices:
+                return
+            step = "record"
+            try:
+                if batch.batch_id is None:
+                    self._record(batch)
+                    if not batch.slices:
+                        return
+                step = "fn"
+                started = time.perf_counter()
+                df = to_dataframe(self.spark, batch.table(), self.value_format, self.schema)
+                self.fn(df, batch.batch_id)
+                elapsed = time.perf_counter() - started
+            except Exception as exc:
+                attempt += 1
+                if step == "fn":
+                    self.stats.failures += 1
+                backoff_ms = min(self.backoff_max_ms, self.backoff_ms * (2 ** (attempt - 1)))
+                log.error(
+                    "micro-batch %s (%s): %s failed (attempt %d): %s: %s; nothing committed, retrying in %d ms",
+                    batch.batch_id,
+                    batch.ranges(),
+                    step,
+                    attempt,
+                    type(exc).__name__,
+                    exc,
+                    backoff_ms,
+                    exc_info=exc if attempt == 1 else None,
+                )
+                self._stop.wait(backoff_ms / 1000)
+                continue
+            self._done(batch, elapsed)
+            return
+        log.warning(
+            "micro-batch %s (%s): stopping before it was committed; the partitions' next owners replay it",
+            batch.batch_id,
+            batch.ranges(),
+        )
+
+    def _prune(self, batch: MicroBatch, why: str) -> None:
+        for key, s in list(batch.slices.items()):
+            if not self.collector.is_current(s):
+                self._drop(batch, s, why)
+
+    def _drop(self, batch: MicroBatch, s: Slice, why: str) -> None:
+        batch.drop(s.key)
+        self.stats.dropped_slices += 1
+        log.warning(
+            "micro-batch %s: %s offsets %d..%d dropped (%s); %s",
+            batch.batch_id,
+            f"{s.topic}[{s.partition}]",
+            s.start,
+            s.end - 1,
+            why,
+            "its next owner replays them" if batch.batch_id is not None else "its next owner reads them again",
+        )
+
+    def _record(self, batch: MicroBatch) -> None:
+        for _ in range(100):
+            self._prune(batch, "no longer held when recording")
+            for s in list(batch.slices.values()):
+                committed = s.hold.committed if s.hold is not None else None
+                if committed != s.start:
+                    self._drop(batch, s, f"committed offset {committed} is not the slice's start")
+            if not batch.slices:
+                return
+            keys = sorted(batch.slices)
+            next_id, counter_version = self.ledger.read_counter()
+            existing = self.collector.stale_versions(keys)
+            ranges = {k: (batch.slices[k].start, batch.slices[k].end) for k in keys}
+            versions: dict[tuple[str, int], int] = {}
+
+            def add(tx: Any) -> None:
+                versions.update(self.ledger.add_record(tx, next_id, counter_version, ranges, existing))
+
+            try:
+                self.context.commit(
+                    {k: ranges[k][0] for k in keys}, extra=add, holds={k: batch.slices[k].hold for k in keys}
+                )
+            except CommitFenced as exc:
+                s = batch.slices.get((exc.topic, exc.partition))
+                if s is None:
+                    raise
+                self._drop(batch, s, "partition not held any more")
+                continue
+            except _VERSION_CONFLICTS:
+                # Another instance took a batch id meanwhile, or a leftover pending node is in the
+                # way: read both again and retry.
+                for key, pending in self.ledger.pending_versions(keys).items():
+                    self.collector.set_stale(key, None if pending is None else pending.version)
+                continue
+            batch.batch_id = next_id
+            for k in keys:
+                batch.slices[k].pending_version = versions[k]
+                self.collector.set_stale(k, None)
+            log.info("micro-batch %d recorded: %s (%d events)", next_id, batch.ranges(), batch.events)
+            return
+        raise RuntimeError("could not record the micro-batch: batch id or pending nodes kept changing")
+
+    def _done(self, batch: MicroBatch, elapsed: float) -> None:
+        attempt = 0
+        while not self._stop.is_set():
+            self._prune(batch, "no longer held when committing")
+            if not batch.slices:
+                return
+            keys = sorted(batch.slices)
+            offsets = {k: batch.slices[k].end for k in keys}
+            versions = {k: batch.slices[k].pending_version for k in keys}
+            assert all(v is not None for v in versions.values())
+            try:
+                self.context.commit(
+                    offsets,
+                    extra=lambda tx: self.ledger.add_done(tx, versions),  # type: ignore[arg-type]
+                    holds={k: batch.slices[k].hold for k in keys},
+                )
+            except CommitFenced as exc:
+                s = batch.slices.get((exc.topic, exc.partition))
+                if s is None:
+                    raise
+                self._drop(batch, s, "partition not held any more")
+                continue
+            except _VERSION_CONFLICTS:
+                # A pending node changed under us: someone finished or replaced that slice.
+                current = self.ledger.pending_versions(keys)
+                for k in keys:
+                    pending = current[k]
+                    if pending is None or pending.version != versions[k] or pending.batch_id != batch.batch_id:
+                        self._drop(batch, batch.slices[k], "its pending range was finished or replaced elsewhere")
+                continue
+            except CommitUncertain as exc:
+                attempt += 1
+                backoff_ms = min(self.backoff_max_ms, self.backoff_ms * (2 ** (attempt - 1)))
+                log.warning(
+                    "micro-batch %s (%s): commit postponed, ZooKeeper unreachable (%s); retrying in %d ms",
+                    batch.batch_id,
+                    batch.ranges(),
+                    exc,
+                    backoff_ms,
+                )
+                self._stop.wait(backoff_ms / 1000)
+                continue
+            st = self.stats
+            st.batches += 1
+            st.replays += int(batch.replay)
+            st.events += batch.events
+            st.last_batch_id = batch.batch_id
+            st.last_batch_events = batch.events
+            st.last_batch_seconds = elapsed
+            log.info(
+                "micro-batch %s%s committed: %s, %d events, fn %.2f s",
+                batch.batch_id,
+                " (replay)" if batch.replay else "",
+                batch.ranges(),
+                batch.events,
+                elapsed,
+            )
+            return
