@@ -58,6 +58,7 @@ class PartitionView:
     paused: bool
     figures: PartitionFigures
     watermarks: tuple[int, int] | None
+    halted: bool = False  # stopped by channel.on_out_of_range: fail until repositioned
 
 
 @dataclass(frozen=True)
@@ -142,7 +143,7 @@ class ChannelMetrics:
         # Read under the channel's own lock: the same partition map its workers update.
         with channel._states_cond:
             states = [
-                (key, state.committed, state.paused)
+                (key, state.committed, state.paused, state.halted is not None)
                 for key, state in channel._states.items()
                 if state.lost_reason is None and not state.removed
             ]
@@ -162,8 +163,8 @@ class ChannelMetrics:
             paused=channel.paused,
             zookeeper_state=zk_state,
             partitions=[
-                PartitionView(key, committed, paused, figures.get(key, empty), watermarks.get(key))
-                for key, committed, paused in sorted(states)
+                PartitionView(key, committed, paused, figures.get(key, empty), watermarks.get(key), halted)
+                for key, committed, paused, halted in sorted(states)
             ],
             rebalances=rebalances,
             commits=int(summary["commits"]),
@@ -232,6 +233,12 @@ FAMILIES: dict[str, tuple[type[Metric], str, str, tuple[str, ...]]] = {
         _I,
     ),
     "paused": (GaugeMetricFamily, "jetkafka_channel_paused", "1 while the whole channel is paused, else 0.", _I),
+    "halted_partitions": (
+        GaugeMetricFamily,
+        "jetkafka_halted_partitions",
+        "Held partitions halted by channel.on_out_of_range: fail; alert on > 0 (reset the offset to continue).",
+        _I,
+    ),
     "rebalances": (
         CounterMetricFamily,
         "jetkafka_rebalances",
@@ -322,6 +329,7 @@ def _add(f: dict[str, Any], view: ChannelView, seen: set[tuple[str, str, int]]) 
     f["recovery_active"].add_metric(instance, sum(1 for p in view.partitions if p.figures.recovery_remaining))
     f["paused_partitions"].add_metric(instance, sum(1 for p in view.partitions if p.paused))
     f["paused"].add_metric(instance, 1 if view.paused else 0)
+    f["halted_partitions"].add_metric(instance, sum(1 for p in view.partitions if p.halted))
     for reason, n in sorted(view.rebalances.items()):
         f["rebalances"].add_metric([*instance, reason], n)
     for state in ZOOKEEPER_STATES:

@@ -9,6 +9,7 @@ from confluent_kafka.admin import AdminClient
 
 from jetkafka import BatchResponse, EventBatch, OffsetOutOfRange, PartitionSource
 from jetkafka.coordination.offsets import OffsetStore
+from jetkafka.ops.metrics import ChannelMetrics
 from jetkafka.coordination.paths import GroupPaths
 from tests.support.channels import RecordingProcessor, committed_offsets, make_channel, values, wait_until
 
@@ -144,6 +145,9 @@ def test_out_of_range_fail_halts_until_repositioned(zk, zk_connect, kafka_config
         assert proc.delivered == []
         assert committed_offsets(zk, "g", topic) == {0: 10}
         assert channel.owned_partitions() == [(topic, 0)]
+        halted = lambda: sum(p.halted for p in ChannelMetrics(channel).view().partitions)  # noqa: E731
+        assert halted() == 1  # what jetkafka_halted_partitions reports: the alert
         channel.reposition(topic, 0, 50)
         wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 100})
+        assert halted() == 0
     assert sorted(proc.ids()) == list(range(50, 100))

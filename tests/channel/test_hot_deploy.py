@@ -190,3 +190,26 @@ def test_instance_started_while_group_paused_starts_paused(
 @pytest.fixture(autouse=True)
 def _quiet_kazoo() -> None:
     logging.getLogger("kazoo").setLevel(logging.WARNING)
+
+
+def test_changed_zookeeper_section_reconnects(tmp_path, zk_connect, kafka_config, topic_factory, produce) -> None:
+    topic = topic_factory(partitions=2)
+    path = tmp_path / "channel.yaml"
+    config = base(zk_connect, kafka_config, topic)
+    write_config(path, config)
+    proc = RecordingProcessor()
+    with InboundChannel.from_yaml(path, processor=proc) as channel:
+        channel.watch()
+        produce(topic, values(100, 2))
+        wait_until(lambda: len(proc.delivered) == 100)
+        assert channel._controller is not None
+        old_session = channel._controller.client.client_id[0]
+        config["zookeeper"]["session_timeout_s"] = 8
+        write_config(path, config)
+        wait_until(lambda: channel.config.zookeeper.session_timeout_s == 8, what="zookeeper change applied")
+        wait_until(lambda: len(channel.owned_partitions()) == 2)
+        assert channel._controller is not None
+        assert channel._controller.client.client_id[0] != old_session
+        produce(topic, values(100, 2, start=100))
+        wait_until(lambda: len(proc.delivered) == 200)
+    assert sorted(proc.ids()) == list(range(200))
