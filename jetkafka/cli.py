@@ -142,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     from jetkafka.recovery import commands as recovery_commands
 
     recovery_commands.register(sub)
+    __import__("jetkafka.bench.commands", fromlist=["register"]).register(sub)
     return parser
 
 

@@ -12,6 +12,7 @@ import enum
 import threading
 import time
 from collections import deque
+from itertools import islice, repeat
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ class PartitionState:
                 if not run:
                     return False
             self.messages.extend(run)
-            size = sum(len(m) for m in run)
+            size = sum(map(len, run))
             self.buffered_bytes += size
             self.budget.added(len(run), size)
             self.fetch_next = run[-1].offset() + 1
@@ -104,14 +105,19 @@ class PartitionState:
                 size = self.buffered_bytes
                 self.buffered_bytes = 0
             else:
-                batch = []
-                size = 0
-                while msgs and len(batch) < max_events:
-                    n = len(msgs[0])
-                    if batch and size + n > max_bytes:
-                        break
-                    batch.append(msgs.popleft())
-                    size += n
+                # Per-event work stays in C (islice, map, repeat): this runs for every event.
+                batch = list(islice(msgs, max_events))
+                size = sum(map(len, batch))
+                if size > max_bytes:
+                    size = 0
+                    for n, m in enumerate(batch):
+                        if n and size + len(m) > max_bytes:
+                            del batch[n:]
+                            break
+                        size += len(m)
+                popleft = msgs.popleft
+                for _ in repeat(None, len(batch)):
+                    popleft()
                 self.buffered_bytes -= size
             self.budget.removed(len(batch), size)
             resume = False

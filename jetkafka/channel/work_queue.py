@@ -23,7 +23,11 @@ from jetkafka.channel.partition import PartitionState, Turn
 class PartitionQueue:
     def __init__(self, idle_ms: int) -> None:
         self._idle_s = idle_ms / 1000
-        self._cond = threading.Condition()
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)  # workers waiting for a partition
+        # Callers of wait_idle wait apart from the workers: a turn ending wakes only them, and
+        # a partition queued wakes a worker, never one of them.
+        self._turn_ended = threading.Condition(lock)
         self._ready: deque[PartitionState] = deque()
         self._timers: list[tuple[float, int, PartitionState]] = []
         self._seq = itertools.count()
@@ -92,8 +96,8 @@ class PartitionQueue:
         """The worker is done with its turn; the partition is queued again if it has work."""
         with self._cond:
             state.turn = Turn.IDLE
-            self._offer_locked(state, time.monotonic())
-            self._cond.notify_all()
+            self._offer_locked(state, time.monotonic())  # wakes one worker if queued again
+            self._turn_ended.notify_all()
 
     def wait_idle(self, state: PartitionState, timeout: float) -> bool:
         """Block until ``state`` is not in a worker's hands; False on timeout."""
@@ -103,7 +107,7 @@ class PartitionQueue:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
-                self._cond.wait(left)
+                self._turn_ended.wait(left)
             return True
 
     def set_idle_ms(self, idle_ms: int) -> None:
@@ -115,3 +119,4 @@ class PartitionQueue:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+            self._turn_ended.notify_all()

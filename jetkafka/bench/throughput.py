@@ -1,0 +1,198 @@
+"""Throughput: events/s from a pre-filled topic through a no-op processor.
+
+The topic is filled once; then, in the same run and alternating, a plain confluent-kafka loop
+(manual assignment of every partition, ``consume`` in batches, nothing done per message: the
+upper bound for any Python consumer) and jetkafka channels (the configuration a user gets by
+default, with 1, 2 and 4 worker threads, plus 4 threads with larger batches) read all of it.
+Each run is timed from its first event to its last (for jetkafka: to the commit of the last
+batch). Each variant runs ``repeat`` times; the median counts, every sample is kept.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from jetkafka.bench.processors import CountingNoOp
+from jetkafka.bench.stack import BenchCluster
+
+log = logging.getLogger("jetkafka.bench")
+
+PARTITIONS = 8
+EVENT_BYTES = 200
+THREADS = (1, 2, 4)
+LARGE_BATCH = 5000
+
+
+@dataclass
+class Sample:
+    variant: str
+    events: int
+    seconds: float
+    batches: int = 0
+    zk_packets: int | None = None
+
+    @property
+    def rate(self) -> float:
+        return self.events / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass
+class Variant:
+    name: str
+    label: str
+    run: Callable[[], Sample]
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+def plain_loop(kafka: dict[str, Any], topic: str, partitions: int, total: int, timeout: float = 600.0) -> Sample:
+    """A confluent-kafka consumer assigned every partition from the beginning; no work per message."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer(
+        {**kafka, "group.id": f"plain-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False, "logger": log}
+    )
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        count = 0
+        first = 0.0
+        deadline = time.monotonic() + timeout
+        consume = consumer.consume
+        while count < total:
+            msgs = consume(num_messages=1000, timeout=0.5)
+            if not msgs:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"plain loop: only {count} of {total} events in {timeout:.0f} s")
+                continue
+            if not first:
+                first = time.perf_counter()
+            for m in msgs:
+                if m.error() is None:
+                    count += 1
+        last = time.perf_counter()
+    finally:
+        consumer.close()
+    return Sample("plain", count, last - first)
+
+
+def jetkafka_run(
+    cluster: BenchCluster, topic: str, total: int, name: str, timeout: float = 600.0, **channel: Any
+) -> Sample:
+    """One channel with ``channel`` settings (defaults otherwise) reading the topic from the start."""
+    from jetkafka.channel import InboundChannel
+
+    processor = CountingNoOp(total)
+    group = cluster.group(f"tp-{uuid.uuid4().hex[:6]}")
+    config = cluster.channel_config(group, topic, **channel)
+    ch = InboundChannel.from_dict(config, processor=processor)
+    before = cluster.zk_counters()
+    ch.start()
+    try:
+        if not processor.done.wait(timeout):
+            raise RuntimeError(f"jetkafka {name}: only {processor.events} of {total} events in {timeout:.0f} s")
+    finally:
+        ch.shutdown(timeout=30)
+    after = cluster.zk_counters()
+    assert processor.first is not None and processor.last is not None
+    packets = None
+    if before is not None and after is not None:
+        packets = after["zk_packets_received"] - before["zk_packets_received"]
+    return Sample(name, processor.events, processor.last - processor.first, processor.batches, packets)
+
+
+def variants(cluster: BenchCluster, topic: str, total: int) -> list[Variant]:
+    out = [Variant("plain", "plain confluent-kafka loop", lambda: plain_loop(cluster.kafka, topic, PARTITIONS, total))]
+    for threads in THREADS:
+        out.append(
+            Variant(
+                f"jetkafka-{threads}t",
+                f"jetkafka, {threads} thread{'s' if threads > 1 else ''}",
+                lambda t=threads: jetkafka_run(cluster, topic, total, f"jetkafka-{t}t", threads=t),
+                {"threads": threads},
+            )
+        )
+    out.append(
+        Variant(
+            f"jetkafka-4t-b{LARGE_BATCH}",
+            f"jetkafka, 4 threads, batch_max_events {LARGE_BATCH}",
+            lambda: jetkafka_run(
+                cluster, topic, total, f"jetkafka-4t-b{LARGE_BATCH}", threads=4, batch_max_events=LARGE_BATCH
+            ),
+            {"threads": 4, "batch_max_events": LARGE_BATCH},
+        )
+    )
+    return out
+
+
+def channel_defaults() -> dict[str, Any]:
+    from jetkafka.config.schema import ChannelConfig
+
+    d = ChannelConfig(group="g", topics=("t",))
+    return {
+        "threads": d.threads,
+        "batch_max_events": d.batch_max_events,
+        "batch_max_bytes": d.batch_max_bytes,
+        "buffer_max_events": d.buffer_max_events,
+        "buffer_max_bytes": d.buffer_max_bytes,
+    }
+
+
+def run(cluster: BenchCluster, events: int, repeat: int, progress: Any) -> dict[str, Any]:
+    """Fill, measure every variant ``repeat`` times (alternating), and summarise."""
+    topic = cluster.create_topic("throughput", PARTITIONS)
+    progress.note(f"throughput: producing {events:,} events of {EVENT_BYTES} B")
+    fill_s = cluster.fill(topic, events, EVENT_BYTES, PARTITIONS)
+    progress.advance()
+    todo = variants(cluster, topic, events)
+    samples: dict[str, list[Sample]] = {v.name: [] for v in todo}
+    for round_no in range(repeat):
+        order = todo if round_no % 2 == 0 else [todo[0], *reversed(todo[1:])]
+        for variant in order:
+            progress.note(f"throughput: {variant.label} (round {round_no + 1}/{repeat})")
+            samples[variant.name].append(variant.run())
+            progress.advance()
+    plain_rate = statistics.median(s.rate for s in samples["plain"])
+    rows = []
+    for variant in todo:
+        got = samples[variant.name]
+        rate = statistics.median(s.rate for s in got)
+        row: dict[str, Any] = {
+            "variant": variant.name,
+            "label": variant.label,
+            "events_per_s": rate,
+            "samples_events_per_s": [s.rate for s in got],
+            "seconds": statistics.median(s.seconds for s in got),
+            "settings": variant.settings,
+        }
+        if variant.name != "plain":
+            row["baseline_events_per_s"] = plain_rate
+            row["ratio"] = rate / plain_rate if plain_rate else None
+            batches = statistics.median(s.batches for s in got)
+            row["batches"] = batches
+            packets = [s.zk_packets for s in got if s.zk_packets is not None]
+            if packets and batches:
+                row["zk_packets_per_batch"] = statistics.median(packets) / batches
+        rows.append(row)
+    return {
+        "settings": {
+            "events": events,
+            "event_bytes": EVENT_BYTES,
+            "partitions": PARTITIONS,
+            "repeat": repeat,
+            "fill_seconds": fill_s,
+            "channel_defaults": channel_defaults(),
+            "plain_loop": "Consumer.assign(all partitions, OFFSET_BEGINNING); consume(num_messages=1000)",
+            "timed": "first event to last event (jetkafka: to the commit of the last batch); median of runs",
+        },
+        "rows": rows,
+        "target_ratio": 0.9,
+    }
+
+
+def steps(repeat: int) -> int:
+    return 1 + repeat * (1 + len(THREADS) + 1)
