@@ -65,7 +65,9 @@ def test_batch_of_a_lost_hold_is_replayed_not_committed(
     stats = processor.stats()
     assert stats["dropped_slices"] >= 1
     assert stats["replays"] >= 1
-    assert fn.batch_ids.count(first_id) == 2  # the zombie run and the replay
+    # The zombie run and at least one replay: fn runs at least once per batch id (documented);
+    # the output below is what must hold exactly once.
+    assert fn.batch_ids.count(first_id) >= 2
 
     ids = [r["id"] for r in sink.read(spark).select("id").collect()]
     assert len(ids) == EVENTS, f"{len(ids) - len(set(ids))} duplicates, {EVENTS - len(set(ids))} missing"
