@@ -24,7 +24,7 @@ def machine_info() -> dict[str, Any]:
         "platform": platform.platform(),
         "machine": platform.machine(),
         "librdkafka": confluent_kafka.libversion()[0],
-        "confluent_kafka": confluent_kafka.version()[0],
+        "confluent_kafka": getattr(confluent_kafka, "__version__", None) or str(confluent_kafka.version()),
     }
     try:
         import psutil
