@@ -13,37 +13,14 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from kazoo.client import KazooClient
 
 from tests.support.channels import wait_until
+from tests.support.group_watch import consumer_pids, owners
 from tests.support.processes import Member
 from tests.support.recording import read_deliveries
 
 PARTITIONS = 12
 SESSION_TIMEOUT_S = 6
-
-
-def owners(zk: KazooClient, topic: str) -> dict[int, str]:
-    path = f"/consumers/g/owners/{topic}"
-    out = {}
-    for child in zk.get_children(path) if zk.exists(path) else []:
-        try:
-            out[int(child)] = zk.get(f"{path}/{child}")[0].decode()
-        except Exception:
-            continue
-    return out
-
-
-def consumer_pids(zk: KazooClient) -> dict[str, int]:
-    import json
-
-    out = {}
-    for cid in zk.get_children("/consumers/g/ids") if zk.exists("/consumers/g/ids") else []:
-        try:
-            out[cid] = json.loads(zk.get(f"/consumers/g/ids/{cid}")[0])["pid"]
-        except Exception:
-            continue
-    return out
 
 
 class SteadyProducer:

@@ -38,10 +38,10 @@ def owners(zk: KazooClient, topic: str, group: str = "g") -> dict[int, str]:
     return {p: node.consumer_id for p, node in owner_nodes(zk, topic, group).items()}
 
 
-def owner_nodes(zk: KazooClient, topic: str, group: str = "g") -> dict[int, OwnerNode]:
-    paths = GroupPaths(group)
+def _numbered(zk: KazooClient, parent: str) -> dict[int, tuple[bytes, Any]]:
+    """``partition -> (data, stat)`` of the numbered children of ``parent`` that exist now."""
     try:
-        children = zk.get_children(paths.owners(topic))
+        children = zk.get_children(parent)
     except NoNodeError:
         return {}
     out = {}
@@ -49,11 +49,17 @@ def owner_nodes(zk: KazooClient, topic: str, group: str = "g") -> dict[int, Owne
         if not child.isdigit():
             continue
         try:
-            data, stat = zk.get(paths.owner(topic, int(child)))
+            out[int(child)] = zk.get(f"{parent}/{child}")
         except NoNodeError:
             continue
-        out[int(child)] = OwnerNode(data.decode(), stat.ephemeralOwner, stat.czxid)
     return out
+
+
+def owner_nodes(zk: KazooClient, topic: str, group: str = "g") -> dict[int, OwnerNode]:
+    return {
+        p: OwnerNode(data.decode(), stat.ephemeralOwner, stat.czxid)
+        for p, (data, stat) in _numbered(zk, GroupPaths(group).owners(topic)).items()
+    }
 
 
 def consumer_pids(zk: KazooClient, group: str = "g") -> dict[str, int]:
@@ -74,21 +80,10 @@ def consumer_pids(zk: KazooClient, group: str = "g") -> dict[str, int]:
 
 def offset_nodes(zk: KazooClient, topic: str, group: str = "g") -> dict[int, tuple[int | None, int]]:
     """``partition -> (committed offset or None, node version)``."""
-    paths = GroupPaths(group)
-    try:
-        children = zk.get_children(paths.offsets(topic))
-    except NoNodeError:
-        return {}
-    out = {}
-    for child in children:
-        if not child.isdigit():
-            continue
-        try:
-            data, stat = zk.get(paths.offset(topic, int(child)))
-        except NoNodeError:
-            continue
-        out[int(child)] = (decode_offset(data), stat.version)
-    return out
+    return {
+        p: (decode_offset(data), stat.version)
+        for p, (data, stat) in _numbered(zk, GroupPaths(group).offsets(topic)).items()
+    }
 
 
 def committed(zk: KazooClient, topic: str, group: str = "g") -> dict[int, int]:
