@@ -113,7 +113,8 @@ class PartitionSource:
 
     ``head_offset`` is the offset of the first event of the batch (for ``on_idle`` and
     ``on_stream_termination``: the next offset to be read). ``committed_offset`` is the last
-    committed next-offset-to-read, or None when nothing was committed yet.
+    committed next-offset-to-read (a pipelined ``advance()`` counts once sent), or None when
+    nothing was committed yet.
     """
 
     __slots__ = ("topic", "partition", "head_offset", "committed_offset", "next_offset", "_commit")

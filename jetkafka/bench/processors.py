@@ -1,7 +1,7 @@
 """Processors the benchmarks run, in the benchmark's process or in ``jetkafka run`` children.
 
-- :class:`CountingNoOp`: does nothing with the events and returns ``advance``; counts committed
-  events and batches and notes the time of the first event and of the last commit.
+- :class:`CountingNoOp`: does nothing with the events and returns ``advance``; counts processed
+  events and batches and notes the time of the first event and of the last batch.
 - :class:`HandoffRecorder`: appends ``pid partition offset time`` for the first event of every
   batch to a file (``time`` is ``time.time()``; parent and children share the clock).
 - :class:`MemoryProbe`: a no-op that writes its RSS at start and its peak RSS (VmHWM) at stop
@@ -22,7 +22,11 @@ _ADVANCE = BatchResponse.advance()
 
 
 class CountingNoOp(BatchEventProcessor):
-    """No work per event; ``done`` is set once ``target`` events were committed."""
+    """No work per event; ``done`` is set once ``target`` events were processed.
+
+    Commits may still be travelling then (``channel.pipelined_commits``): the throughput
+    benchmark also waits for them to land.
+    """
 
     def __init__(self, target: int = 0) -> None:
         self.target = target
@@ -42,7 +46,7 @@ class CountingNoOp(BatchEventProcessor):
         return _ADVANCE
 
     def on_batch_processed(self, source: PartitionSource) -> None:
-        # Called after the batch's commit: the figures include committing.
+        # Called once the response was applied: the commit of advance() is sent, maybe not landed.
         n = source.next_offset - source.head_offset
         with self._lock:
             self.events += n

@@ -4,8 +4,8 @@ The topic is filled once; then, in the same run and alternating, a plain conflue
 (manual assignment of every partition, ``consume`` in batches, nothing done per message: the
 upper bound for any Python consumer) and jetkafka channels (the configuration a user gets by
 default, with 1, 2 and 4 worker threads, plus 4 threads with larger batches) read all of it.
-Each run is timed from its first event to its last (for jetkafka: to the commit of the last
-batch). Each variant runs ``repeat`` times; the median counts, every sample is kept.
+Each run is timed from its first event to its last (for jetkafka: until the commit of the last
+batch landed in ZooKeeper). Each variant runs ``repeat`` times; the median counts, every sample is kept.
 """
 
 from __future__ import annotations
@@ -90,19 +90,33 @@ def jetkafka_run(
     group = cluster.group(f"tp-{uuid.uuid4().hex[:6]}")
     config = cluster.channel_config(group, topic, **channel)
     ch = InboundChannel.from_dict(config, processor=processor)
+    ends = cluster.high_watermarks(topic, PARTITIONS)
     before = cluster.zk_counters()
     ch.start()
     try:
         if not processor.done.wait(timeout):
             raise RuntimeError(f"jetkafka {name}: only {processor.events} of {total} events in {timeout:.0f} s")
+        last = _all_committed(ch, topic, ends, timeout)
     finally:
         ch.shutdown(timeout=30)
     after = cluster.zk_counters()
-    assert processor.first is not None and processor.last is not None
+    assert processor.first is not None
     packets = None
     if before is not None and after is not None:
         packets = after["zk_packets_received"] - before["zk_packets_received"]
-    return Sample(name, processor.events, processor.last - processor.first, processor.batches, packets)
+    return Sample(name, processor.events, last - processor.first, processor.batches, packets)
+
+
+def _all_committed(channel: Any, topic: str, ends: dict[int, int], timeout: float) -> float:
+    """When the last commit landed in ZooKeeper: every batch is processed, commits may still travel."""
+    deadline = time.monotonic() + timeout
+    while True:
+        committed = channel.committed_offsets()
+        if all(committed.get((topic, p)) == end for p, end in ends.items()):
+            return time.perf_counter()
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"commits did not reach the end of {topic} in {timeout:.0f} s: {committed}")
+        time.sleep(0.0005)
 
 
 def variants(cluster: BenchCluster, topic: str, total: int) -> list[Variant]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from jetkafka.errors import CommitFenced
 
 if TYPE_CHECKING:
+    from jetkafka.channel.commit_pipeline import CommitPipeline
     from jetkafka.channel.fetcher import Fetcher
     from jetkafka.channel.partition import PartitionState
     from jetkafka.channel.work_queue import PartitionQueue
@@ -38,6 +39,7 @@ class ChannelControls:
     _fetcher: Fetcher | None
     _membership: GroupMembership | None
     _commit_many: Callable[[dict[Key, tuple[Lease, int]], Any], None]
+    _pipeline: CommitPipeline | None
 
     def pause(self, topic: str | None = None, partition: int | None = None) -> None:
         """Stop fetching and processing (all partitions, a topic, or one partition).
@@ -109,6 +111,8 @@ class ChannelControls:
         try:
             if not self._queue.wait_idle(state, timeout):
                 raise TimeoutError(f"{topic}[{partition}]: batch in hand did not finish within {timeout:g} s")
+            if self._pipeline is not None:
+                self._pipeline.settle(state)  # a commit still travelling would land after this one
             old = state.committed
             self._commit_many({key: (state.lease, offset)}, extra)
             state.commit_pending = None

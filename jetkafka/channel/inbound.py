@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jetkafka.channel.budget import BufferBudget
+from jetkafka.channel.commit_pipeline import CommitPipeline
 from jetkafka.channel.context import ChannelContext
 from jetkafka.channel.controls import ChannelControls
 from jetkafka.channel.dead_letter import DeadLetterSink
@@ -94,6 +95,7 @@ class InboundChannel(ChannelControls, HotDeploy):
         self._fetcher: Fetcher | None = None
         self._membership: GroupMembership | None = None
         self._runner: BatchRunner | None = None
+        self._pipeline: CommitPipeline | None = None
         self._workers: list[threading.Thread] = []
         self._workers_stop = threading.Event()
         self._suspended = False
@@ -143,6 +145,11 @@ class InboundChannel(ChannelControls, HotDeploy):
             self._membership = GroupMembership(
                 self._controller, cfg, self, self.consumer_id, on_rebalance=self.stats.rebalanced
             )
+            self._pipeline = (
+                CommitPipeline(self._membership.offsets, self._committed, self.stats.commit_refused, self._queue.offer)
+                if cfg.pipelined_commits
+                else None
+            )
             self._runner = BatchRunner(
                 cfg,
                 self.processor,
@@ -152,6 +159,7 @@ class InboundChannel(ChannelControls, HotDeploy):
                 self._remove,
                 lambda: not self._suspended,
                 FailurePolicy(cfg, self.stats, self._dead_letter_sink()),
+                self._pipeline,
             )
             self.processor.on_start(ChannelContext(self, self._controller.client, self._membership.paths))
             self._fetcher.start()
@@ -289,6 +297,16 @@ class InboundChannel(ChannelControls, HotDeploy):
         with self._states_cond:
             return {k: s.position for k, s in self._states.items()}
 
+    def committed_offsets(self) -> dict[Key, int | None]:
+        """Last offset committed to ZooKeeper (landed, not just sent) of each held partition."""
+        with self._states_cond:
+            return {k: s.lease.committed for k, s in self._states.items()}
+
+    def _committed(self, key: Key, offset: int) -> None:
+        self.stats.committed(key, offset)
+        if self.config.channel.commit_to_kafka and self._fetcher is not None:
+            self._fetcher.mirror_commit(key, offset)
+
     def _lease(self, topic: str, partition: int) -> Lease | None:
         state = self._states.get((topic, partition))
         return None if state is None or state.lost_reason else state.lease
@@ -306,9 +324,7 @@ class InboundChannel(ChannelControls, HotDeploy):
                 self.partitions_lost([key], exc.reason)
             raise
         for key, (_, offset) in commits.items():
-            self.stats.committed(key, offset)
-            if self.config.channel.commit_to_kafka and self._fetcher is not None:
-                self._fetcher.mirror_commit(key, offset)
+            self._committed(key, offset)
 
     # -- the workers -----------------------------------------------------------------------
 

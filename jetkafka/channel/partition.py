@@ -55,6 +55,7 @@ class PartitionState:
 
         self.position = start_offset  # next offset to hand to the processor
         self.commit_pending: int | None = None  # an advance ZooKeeper could not take yet
+        self.advanced: int | None = None  # newest advance handed to the commit pipeline
         self.redeliver: list[Message] | None = None
         self.isolating = False  # re-delivering ``redeliver`` one record at a time
         self.error_attempts = 0
@@ -148,6 +149,7 @@ class PartitionState:
             self.fetch_paused = False
             self.out_of_range = False
         self.position = offset
+        self.advanced = None
         self.redeliver = None
         self.isolating = False
         self.error_attempts = 0
@@ -157,6 +159,12 @@ class PartitionState:
     def committed(self) -> int | None:
         """The last committed offset, whoever committed it (worker, processor, channel context)."""
         return self.lease.committed
+
+    @property
+    def last_commit(self) -> int | None:
+        """The newest commit as the processor sees it: a pipelined advance counts once sent
+        (it lands, or the partition is reported lost)."""
+        return self.advanced if self.advanced is not None else self.lease.committed
 
     def has_buffered(self) -> bool:
         return bool(self.messages) or self.redeliver is not None

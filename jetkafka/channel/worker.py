@@ -8,6 +8,10 @@ either one batch or one idle callback.
 A processor callback that raises goes to ``on_exception``; when that returns None the same
 batch is re-delivered after an exponential back-off. Events are never skipped unless the
 processor says so, and nothing ever rewinds to offset 0.
+
+``advance()`` hands its offset to the :class:`CommitPipeline` (``channel.pipelined_commits``,
+the default) and the next batch starts at once; every other write (a processor's own commit, a
+release, the commit after an out-of-range) first settles the partition's commit in flight.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from jetkafka.channel.commit_pipeline import CommitPipeline
 from jetkafka.channel.failures import FailurePolicy
 from jetkafka.channel.partition import PartitionState
 from jetkafka.coordination.offsets import CommitUncertain
@@ -56,8 +61,10 @@ class BatchRunner:
         remove: Callable[[PartitionState], None],
         commits_allowed: Callable[[], bool],
         failures: FailurePolicy,
+        pipeline: CommitPipeline | None,
     ) -> None:
         self.failures = failures
+        self.pipeline = pipeline
         self.config = config
         self.processor = processor
         self.membership = membership
@@ -92,7 +99,7 @@ class BatchRunner:
             state.topic,
             state.partition,
             head,
-            state.committed,
+            state.last_commit,
             next_offset,
             commit=lambda offset: self._commit_or_raise(state, offset),
         )
@@ -173,7 +180,7 @@ class BatchRunner:
             state.not_before = time.monotonic() + response.wait_ms / 1000
         kind = response.kind
         if kind is ResponseKind.REVERT:
-            target = response.offset if response.offset is not None else state.committed
+            target = response.offset if response.offset is not None else state.last_commit
             if target is None:
                 target = state.position
             log.info("%s[%d]: revert to offset %d", state.topic, state.partition, target)
@@ -188,7 +195,11 @@ class BatchRunner:
         else:
             self._reposition(state, target)
         if kind is ResponseKind.ADVANCE:
-            return self._commit(state, target)
+            if self.pipeline is None:
+                return self._commit(state, target)
+            if state.last_commit != target or state.commit_pending is not None:
+                state.advanced = target
+                self.pipeline.submit(state, target)
         return True
 
     def _reposition(self, state: PartitionState, offset: int) -> None:
@@ -214,7 +225,12 @@ class BatchRunner:
             return True
         return True
 
+    def _settle(self, state: PartitionState) -> None:
+        if self.pipeline is not None:
+            self.pipeline.settle(state)
+
     def _commit_or_raise(self, state: PartitionState, offset: int) -> None:
+        self._settle(state)
         if state.committed == offset and state.commit_pending is None:
             return
         try:
@@ -229,6 +245,7 @@ class BatchRunner:
             )
             raise
         state.commit_pending = None
+        state.advanced = None  # this commit is the newest now
         self.stats.committed(state.key, offset)
         if self.config.commit_to_kafka:
             self.fetcher.mirror_commit(state.key, offset)
@@ -270,6 +287,7 @@ class BatchRunner:
     def _release(self, state: PartitionState) -> None:
         source = self._source(state, state.position, state.position)
         response = self._call(state, "on_stream_termination", source)
+        self._settle(state)  # the owner-node delete below is fenced by the offset version
         if response is not None and response.kind is ResponseKind.ADVANCE:
             self._commit(state, response.offset if response.offset is not None else state.position)
         elif state.commit_pending is not None:
@@ -300,6 +318,7 @@ class BatchRunner:
             state.committed,
         )
         self.stats.error(state.key, "partition_lost")
+        self._settle(state)
         source = self._source(state, state.position, state.position)
         self._call(state, "on_exception", source, PartitionLost(state.topic, state.partition, reason))
         self._remove(state)

@@ -247,6 +247,12 @@ class ChannelConfig:
     commit_to_kafka: bool = field(
         default=False, metadata=spec("also write committed offsets to Kafka group offsets, for lag tools")
     )
+    pipelined_commits: bool = field(
+        default=True,
+        metadata=spec(
+            "send the commit of an advance() without waiting for it: the next batch starts while it travels"
+        ),
+    )
     on_error: ErrorPolicyConfig = field(
         default_factory=ErrorPolicyConfig, metadata=spec("policy for batches the processor keeps failing on")
     )

@@ -4,12 +4,18 @@ Guarantee: :meth:`OffsetStore.commit` succeeds only for the current owner (see
 :mod:`jetkafka.coordination.ownership`); any other caller gets :class:`CommitFenced` and
 nothing is written. A commit whose reply was lost to a disconnection is resolved by reading
 the node back: if our value is there at the next version, the commit took place.
+
+:meth:`OffsetStore.commit_async` sends the same fenced transaction without waiting for its
+answer. One asynchronous commit per lease is in flight at a time, and every other write under
+the lease waits for its answer (:meth:`Lease.settled`), so the versions a lease writes at always
+follow each other.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 
 from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import (
@@ -20,6 +26,7 @@ from kazoo.exceptions import (
     RolledBackError,
     SessionExpiredError,
 )
+from kazoo.interfaces import IAsyncResult
 
 from jetkafka.coordination.ownership import Lease, decode_offset
 from jetkafka.coordination.paths import GroupPaths
@@ -67,7 +74,7 @@ class OffsetStore:
         owner_path = self._paths.owner(lease.topic, lease.partition)
         offset_path = self._paths.offset(lease.topic, lease.partition)
         value = str(offset).encode()
-        with lease.lock:
+        with lease.settled():
             tx = self._client.transaction()
             tx.check(owner_path, lease.owner_version)
             tx.set_data(offset_path, value, version=lease.offset_version)
@@ -99,6 +106,68 @@ class OffsetStore:
                 )
             lease.offset_version = results[1].version
             lease.committed = offset
+
+    def commit_async(self, lease: Lease, offset: int, done: Callable[[Exception | None], None]) -> None:
+        """Send the fenced commit of ``offset`` and return at once.
+
+        ``done(error)`` runs on the ZooKeeper client's completion thread once the answer is
+        in, after the lease was updated: ``error`` is None (committed), :class:`CommitFenced`
+        (refused: another consumer holds the partition, or this session expired) or
+        :class:`CommitUncertain` (no answer; or the offset node moved on while this session
+        still owns the partition, which is what a commit whose reply was lost leaves behind:
+        a synchronous :meth:`commit` adopts the version). Until then, every other write under
+        the lease waits.
+        """
+        value = str(offset).encode()
+        with lease.settled():
+            tx = self._client.transaction()
+            tx.check(self._paths.owner(lease.topic, lease.partition), lease.owner_version)
+            tx.set_data(self._paths.offset(lease.topic, lease.partition), value, version=lease.offset_version)
+            # A client that is closed or expired answers at once, through the same callback.
+            pending = tx.commit_async()
+            flight = lease.take_off()
+        def answered(result: IAsyncResult) -> None:
+            try:
+                error = self._answered(lease, flight, offset, result)
+            except Exception as exc:  # never leave the caller waiting for an answer
+                log.exception("%s[%d]: reading the answer to a commit failed", lease.topic, lease.partition)
+                error = CommitUncertain(f"{type(exc).__name__}: {exc}")
+            done(error)
+
+        pending.rawlink(answered)
+
+    def _answered(self, lease: Lease, flight: int, offset: int, result: IAsyncResult) -> Exception | None:
+        refused = f"commit of offset {offset} refused"
+        with lease.lock:
+            if not lease.landing(flight):
+                # Given up on (see Lease.settled): the next write finds out where the node stands.
+                return CommitUncertain(f"the answer to the commit of offset {offset} came too late")
+            try:
+                results = result.get_nowait()
+            except SessionExpiredError:
+                return CommitFenced(lease.topic, lease.partition, f"{refused}: ZooKeeper session expired")
+            except Exception as exc:  # connection lost or timed out: the outcome is unknown
+                return CommitUncertain(f"{type(exc).__name__}: {exc}")
+            if not isinstance(results[0], Exception) and not isinstance(results[1], Exception):
+                lease.offset_version = results[1].version
+                lease.committed = offset
+                return None
+        if isinstance(results[0], RolledBackError) and isinstance(results[1], BadVersionError):
+            # Owner node fine, offset node moved on: taken over, or an earlier reply was lost.
+            try:
+                _, owner = self._client.get(self._paths.owner(lease.topic, lease.partition))
+            except NoNodeError:
+                pass
+            except Exception as exc:
+                return CommitUncertain(f"{type(exc).__name__}: {exc}")
+            else:
+                if lease.session_id != 0 and owner.ephemeralOwner == lease.session_id:
+                    return CommitUncertain(f"offset node not at version {lease.offset_version}")
+        return CommitFenced(
+            lease.topic,
+            lease.partition,
+            f"{refused}: this instance no longer owns the partition ({type(results[0]).__name__})",
+        )
 
     def _reconciled(self, lease: Lease, owner_path: str, offset_path: str, results: list[object]) -> bool:
         """After a refused commit: was the offset version moved by this very lease?
@@ -139,10 +208,10 @@ class OffsetStore:
         take effect exactly when the offsets do.
         """
         items = sorted(commits.items())
-        # Lease locks in key order: two multi-commits can never wait on each other.
-        for _, (lease, _) in items:
-            lease.lock.acquire()
-        try:
+        with ExitStack() as held:
+            # Lease locks in key order: two multi-commits can never wait on each other.
+            for _, (lease, _) in items:
+                held.enter_context(lease.settled())
             tx = self._client.transaction()
             for (topic, partition), (lease, offset) in items:
                 tx.check(self._paths.owner(topic, partition), lease.owner_version)
@@ -178,9 +247,6 @@ class OffsetStore:
             for i, (_, (lease, offset)) in enumerate(items):
                 lease.offset_version = results[2 * i + 1].version
                 lease.committed = offset
-        finally:
-            for _, (lease, _) in items:
-                lease.lock.release()
 
     def _landed(self, path: str, value: bytes, version: int) -> bool:
         try:

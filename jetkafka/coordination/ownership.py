@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
@@ -48,10 +50,54 @@ class Lease:
     committed: int | None
     session_id: int = 0  # the ZooKeeper session that created the owner node
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    # Non-zero while an asynchronous commit is on its way: ``offset_version`` is about to change.
+    flight: int = field(default=0, repr=False, compare=False)
+
+    # How long a write waits for the answer to an asynchronous commit. ZooKeeper answers or
+    # fails every request within the session timeout; this only guards against a client that
+    # was stopped with the request still queued (its callbacks never run).
+    SETTLE_TIMEOUT_S = 60.0
+
+    def __post_init__(self) -> None:
+        self._landed = threading.Condition(self.lock)
+        self._flights = 0
 
     @property
     def key(self) -> tuple[str, int]:
         return (self.topic, self.partition)
+
+    @contextmanager
+    def settled(self) -> Iterator[None]:
+        """Hold the lease's lock with no asynchronous commit in flight.
+
+        Everything that writes under the fencing token (commits, the owner-node delete, records
+        fenced by the offset version) runs inside this, so it sees the version the last commit
+        left, never one that is about to change.
+        """
+        with self.lock:
+            if self.flight and not self._landed.wait_for(lambda: not self.flight, self.SETTLE_TIMEOUT_S):
+                log.warning(
+                    "%s[%d]: no answer to an asynchronous commit in %.0f s; going on without it",
+                    self.topic,
+                    self.partition,
+                    self.SETTLE_TIMEOUT_S,
+                )
+                self.flight = 0
+            yield
+
+    def take_off(self) -> int:
+        """With ``lock`` held: an asynchronous commit was sent; returns its token."""
+        self._flights += 1
+        self.flight = self._flights
+        return self.flight
+
+    def landing(self, flight: int) -> bool:
+        """With ``lock`` held: the answer to ``flight`` came; False if it was given up on."""
+        if self.flight != flight:
+            return False
+        self.flight = 0
+        self._landed.notify_all()
+        return True
 
 
 class PartitionOwnership:
@@ -109,7 +155,7 @@ class PartitionOwnership:
         node's version, which every take-over bumps, so a stale lease can never delete a newer
         owner's node (whose own version is 0 as well).
         """
-        with lease.lock:
+        with lease.settled():
             tx = self._client.transaction()
             tx.check(self._paths.offset(lease.topic, lease.partition), lease.offset_version)
             tx.delete(self._paths.owner(lease.topic, lease.partition), version=lease.owner_version)

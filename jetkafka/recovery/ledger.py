@@ -196,7 +196,7 @@ class RecoveryLedger:
             if not self._ops(tx, path, new, version):
                 return Snapshot(new, None)
             return self._commit(tx, key, path, new, version, fenced=0)
-        with lease.lock:
+        with lease.settled():
             tx = self._client.transaction()
             # Check, not set: the offset node is left alone, so this never moves the live offset.
             tx.check(self._paths.owner(*key), lease.owner_version)
