@@ -123,7 +123,12 @@ def balance(cluster: BenchCluster, topic: str, partitions: int, n: int) -> dict[
         deadline = time.monotonic() + 300
         while sum(p.events for p in processors) < events:
             if time.monotonic() > deadline:
-                raise RuntimeError(f"only {sum(p.events for p in processors)} of {events} events committed")
+                raise RuntimeError(f"only {sum(p.events for p in processors)} of {events} events processed")
+            time.sleep(0.02)
+        # Processed is not committed yet: pipelined commits may still be travelling.
+        while not all(ch.committed_offsets() == ch.positions() for ch in channels):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the commits of the processed events did not land")
             time.sleep(0.02)
         after_work = cluster.zk_counters()
         batches = sum(p.batches for p in processors)

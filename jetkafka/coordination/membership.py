@@ -10,12 +10,14 @@ member rebalance as soon as anything changes.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from kazoo.exceptions import NoNodeError
+from kazoo.protocol.states import WatchedEvent
 from kazoo.recipe.watchers import ChildrenWatch
 
 from jetkafka.config import ChannelConfig
@@ -73,6 +75,9 @@ class GroupMembership:
         self._releasing: set[Key] = set()
         self._active = False
         self._paused = False
+        # Set by the consumers watch: a plan being carried out is stale (see _rebalance_topic).
+        self._members_changed = threading.Event()
+        self._owner_watches: dict[str, Callable[[WatchedEvent], None]] = {}
 
     # -- life cycle ------------------------------------------------------------------------
 
@@ -131,12 +136,22 @@ class GroupMembership:
             self._controller.request_rebalance(self, what, self.config.rebalance_delay_ms / 1000)
             return True
 
-        ChildrenWatch(self._controller.client, self.paths.ids, lambda c: on_change(c, "consumers changed"))
+        def members_changed(children: list[str]) -> bool:
+            self._members_changed.set()
+            return on_change(children, "consumers changed")
+
+        ChildrenWatch(self._controller.client, self.paths.ids, members_changed)
+        # Owner nodes change with every take-over: a plain one-shot watch, armed again by the
+        # rebalance's own listing of the owners, so a burst of take-overs costs one listing
+        # (a ChildrenWatch would list the topic's owners again after each one).
         for topic in self.config.topics:
-            ChildrenWatch(
-                self._controller.client,
-                self.paths.owners(topic),
-                lambda c, t=topic: on_change(c, f"owners of {t} changed"),
+            self._owner_watches[topic] = functools.partial(self._owners_changed, topic)
+            self._controller.client.get_children(self.paths.owners(topic), watch=self._owner_watches[topic])
+
+    def _owners_changed(self, topic: str, event: WatchedEvent) -> None:
+        if self._active:
+            self._controller.request_rebalance(
+                self, f"owners of {topic} changed", self.config.rebalance_delay_ms / 1000
             )
 
     # -- rebalancing (on the controller thread) --------------------------------------------
@@ -154,6 +169,7 @@ class GroupMembership:
             return
         if self._on_rebalance is not None:
             self._on_rebalance(reason_label(reason))
+        self._members_changed.clear()  # before reading the members the plan is made for
         consumers = self.registry.live()
         if self.consumer_id not in consumers:
             # Our registration vanished (an operator deleted it, or the session was renewed).
@@ -167,7 +183,8 @@ class GroupMembership:
                 self._topic_gone(topic)
 
     def _rebalance_topic(self, topic: str, count: int, consumers: Mapping[str, ConsumerInfo], reason: str) -> None:
-        owners = self.ownership.owners(topic)
+        # Watch-driven rebalances re-read only new owner nodes and our own; the timer reads all.
+        owners = self.ownership.owners(topic, reuse=reason != "timer", watch=self._owner_watches.get(topic))
         self._check_leases(topic, owners)
         cfg = self.config
         me = self.consumer_id
@@ -198,6 +215,11 @@ class GroupMembership:
         for p in plan.take:
             if not self._active:
                 break  # leaving the group: take nothing more
+            if taken and self._members_changed.is_set():
+                # Instances came or went: the rest of this plan would take their share, only to
+                # release it again. The rebalance the watch scheduled re-plans with them.
+                log.info("rebalance (%s): consumers changed while taking %s; re-planning", reason, topic)
+                break
             lease = self.ownership.take(topic, p)
             if lease is not None:
                 with self._lock:

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.protocol.states import WatchedEvent
 
 from jetkafka.coordination.paths import GroupPaths
 
@@ -107,6 +108,7 @@ class PartitionOwnership:
         self._client = client
         self._paths = paths
         self._consumer_id = consumer_id
+        self._known: dict[str, dict[int, str]] = {}  # owners as last read, per topic (see owners)
 
     def prepare(self, topic: str) -> None:
         self._client.ensure_path(self._paths.owners(topic))
@@ -165,25 +167,37 @@ class PartitionOwnership:
             return
         log.info("released %s[%d]", lease.topic, lease.partition)
 
-    def owners(self, topic: str) -> dict[int, str]:
-        """Owner consumer id of each owned partition of ``topic``."""
+    def owners(
+        self, topic: str, reuse: bool = False, watch: Callable[[WatchedEvent], None] | None = None
+    ) -> dict[int, str]:
+        """Owner consumer id of each owned partition of ``topic``.
+
+        With ``reuse``, an owner node listed now and at the previous call is not read again
+        (its data never changes while it exists), except the ones naming this consumer: those
+        decide whether this consumer still holds a partition, so they are always read. A node
+        deleted and created again by another consumer between two calls still shows its first
+        owner then; that only makes a take fail or wait, and a call without ``reuse`` (the
+        periodic rebalance) reads everything again. With many instances this saves each of
+        them reading every owner node of the topic after every take-over of any of them.
+        ``watch`` is set on the list of owner nodes.
+        """
         try:
-            names = self._client.get_children(self._paths.owners(topic))
+            names = self._client.get_children(self._paths.owners(topic), watch=watch)
         except NoNodeError:
+            self._known.pop(topic, None)
             return {}
-        pending = {
-            int(n): self._client.get_async(self._paths.owner(topic, int(n)))
-            for n in names
-            if n.isdigit()
-        }
-        out: dict[int, str] = {}
+        listed = {int(n) for n in names if n.isdigit()}
+        before = self._known.get(topic, {}) if reuse else {}
+        known = {p: owner for p, owner in before.items() if p in listed and owner != self._consumer_id}
+        pending = {p: self._client.get_async(self._paths.owner(topic, p)) for p in listed if p not in known}
         for p, result in pending.items():
             try:
                 data, _ = result.get()
             except NoNodeError:
                 continue
-            out[p] = data.decode()
-        return out
+            known[p] = data.decode()
+        self._known[topic] = known
+        return dict(known)
 
     def is_ours(self, lease: Lease) -> bool:
         try:
