@@ -30,9 +30,9 @@ TIMEOUT_S = 1800.0
 STALL_S = 120.0  # no committed progress for this long: give up
 # The dev stack's broker answers a fetch with everything from the fetch offset to the end of
 # each partition, ignoring fetch size limits, and librdkafka refuses a response larger than
-# receive.message.max.bytes (at most 1,000,000,000). A 5M backlog of 200 B values is a
-# 1.05 GB response, so on the dev stack the backlog is capped below that.
-LOCAL_MAX_EVENTS = 4_000_000
+# receive.message.max.bytes (at most 2**31 - 1, which the dev stack's client configuration
+# sets). 5M values of 200 B make a 1.05 GB response; past about 9M the response would not fit.
+LOCAL_MAX_EVENTS = 9_000_000
 
 
 def _read(path: Path) -> dict[str, float]:
@@ -191,7 +191,7 @@ def run(cluster: BenchCluster, events: int, progress: Any) -> dict[str, Any]:
         events = LOCAL_MAX_EVENTS
         capped = (
             f"{asked:,} asked, {events:,} run: the dev stack's broker ignores fetch size limits and answers "
-            f"with the whole backlog ({asked:,} x {EVENT_BYTES} B > librdkafka's 1,000,000,000-byte response limit)"
+            f"with the whole backlog ({asked:,} x {EVENT_BYTES} B > librdkafka's 2,147,483,647-byte response limit)"
         )
     workdir = cluster.workdir / "memory"
     workdir.mkdir(parents=True, exist_ok=True)

@@ -41,9 +41,11 @@ __all__ = ["LocalBroker", "client_config", "find_noida_binary", "RECEIVE_MESSAGE
 
 log = logging.getLogger(__name__)
 
-# librdkafka's ceiling for this property; the broker may answer a fetch with more than the
-# client asked for, and librdkafka drops a response larger than this.
-RECEIVE_MESSAGE_MAX_BYTES = 1_000_000_000
+# The largest response librdkafka accepts (its ceiling for this property, 2**31 - 1: a Kafka
+# frame's size is an int32). This broker ignores fetch size limits and answers a fetch with
+# everything up to the end of each partition; librdkafka drops a larger response and retries
+# the fetch forever.
+RECEIVE_MESSAGE_MAX_BYTES = 2_147_483_647
 
 
 def client_config(bootstrap: str) -> dict[str, Any]:
