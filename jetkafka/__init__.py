@@ -3,7 +3,7 @@
 The public API is re-exported here; see README.md and docs/ for the guide.
 """
 
-from jetkafka.channel import InboundChannel, OffsetOutOfRange
+from jetkafka.channel import InboundChannel, OffsetOutOfRange, PartitionSnapshot
 from jetkafka.config import JetkafkaConfig, load_config, parse_config
 from jetkafka.coordination import KafkaController
 from jetkafka.errors import (
@@ -36,6 +36,7 @@ __all__ = [
     "KafkaController",
     "OffsetOutOfRange",
     "PartitionLost",
+    "PartitionSnapshot",
     "PartitionSource",
     "ProcessorError",
     "SimpleKafkaProcessor",

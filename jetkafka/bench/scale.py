@@ -126,7 +126,7 @@ def balance(cluster: BenchCluster, topic: str, partitions: int, n: int) -> dict[
                 raise RuntimeError(f"only {sum(p.events for p in processors)} of {events} events processed")
             time.sleep(0.02)
         # Processed is not committed yet: pipelined commits may still be travelling.
-        while not all(ch.committed_offsets() == ch.positions() for ch in channels):
+        while not all(p.committed == p.position for ch in channels for p in ch.partitions()):
             if time.monotonic() > deadline:
                 raise RuntimeError("the commits of the processed events did not land")
             time.sleep(0.02)

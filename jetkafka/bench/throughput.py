@@ -111,8 +111,8 @@ def _all_committed(channel: Any, topic: str, ends: dict[int, int], timeout: floa
     """When the last commit landed in ZooKeeper: every batch is processed, commits may still travel."""
     deadline = time.monotonic() + timeout
     while True:
-        committed = channel.committed_offsets()
-        if all(committed.get((topic, p)) == end for p, end in ends.items()):
+        committed = {p.partition: p.committed for p in channel.partitions() if p.topic == topic}
+        if all(committed.get(p) == end for p, end in ends.items()):
             return time.perf_counter()
         if time.monotonic() > deadline:
             raise RuntimeError(f"commits did not reach the end of {topic} in {timeout:.0f} s: {committed}")

@@ -69,7 +69,8 @@ class CommitPipeline:
         self._send(state, offset)
 
     def settle(self, state: PartitionState) -> None:
-        """Wait for the answer to ``state``'s commit in flight; a waiting one becomes ``commit_pending``."""
+        """Wait for the answer to the partition's commit in flight (by the worker holding its
+        turn, before any other write for it); a waiting offset becomes ``commit_pending``."""
         with self._answer:
             waiting = self._waiting.pop(state, None)  # not sent when the answer comes: kept here
             if not self._answer.wait_for(lambda: state not in self._in_flight, Lease.SETTLE_TIMEOUT_S):
@@ -77,10 +78,6 @@ class CommitPipeline:
                 self._in_flight.discard(state)
             if waiting is not None:
                 state.commit_pending = waiting
-
-    def in_flight(self) -> int:
-        with self._answer:
-            return len(self._in_flight)
 
     def _send(self, state: PartitionState, offset: int) -> None:
         self._store.commit_async(state.lease, offset, lambda error: self._answered(state, offset, error))

@@ -31,7 +31,7 @@ from jetkafka.channel.dead_letter import DeadLetterSink
 from jetkafka.channel.failures import FailurePolicy
 from jetkafka.channel.fetcher import Fetcher
 from jetkafka.channel.hot_deploy import ConfigWatcher, HotDeploy
-from jetkafka.channel.partition import PartitionState
+from jetkafka.channel.partition import PartitionSnapshot, PartitionState
 from jetkafka.channel.stats import ChannelStats
 from jetkafka.channel.work_queue import PartitionQueue
 from jetkafka.channel.worker import BatchRunner
@@ -297,10 +297,11 @@ class InboundChannel(ChannelControls, HotDeploy):
         with self._states_cond:
             return {k: s.position for k, s in self._states.items()}
 
-    def committed_offsets(self) -> dict[Key, int | None]:
-        """Last offset committed to ZooKeeper (landed, not just sent) of each held partition."""
+    def partitions(self) -> list[PartitionSnapshot]:
+        """Each held partition now, sorted: position, last commit that landed, buffer, pause."""
         with self._states_cond:
-            return {k: s.lease.committed for k, s in self._states.items()}
+            states = [s for _, s in sorted(self._states.items())]
+        return [s.snapshot() for s in states if s.lost_reason is None and not s.removed]
 
     def _committed(self, key: Key, offset: int) -> None:
         self.stats.committed(key, offset)

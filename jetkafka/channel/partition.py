@@ -12,6 +12,7 @@ import enum
 import threading
 import time
 from collections import deque
+from dataclasses import dataclass
 from itertools import islice, repeat
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,19 @@ class Turn(enum.Enum):
     IDLE = "idle"  # nobody holds it and it is not queued
     QUEUED = "queued"  # waiting for a free worker
     IN_HAND = "in hand"  # one worker is running it
+
+
+@dataclass(frozen=True)
+class PartitionSnapshot:
+    """A held partition at one moment, as :meth:`InboundChannel.partitions` reports it."""
+
+    topic: str
+    partition: int
+    position: int  # next offset to hand to the processor
+    committed: int | None  # last commit that landed in ZooKeeper (None: none yet)
+    buffered: int  # events fetched and waiting for the processor
+    paused: bool  # by pause() or `jetkafka pause`
+    halted: str | None  # why processing stopped until a reposition (on_out_of_range: fail)
 
 
 class PartitionState:
@@ -165,6 +179,17 @@ class PartitionState:
         """The newest commit as the processor sees it: a pipelined advance counts once sent
         (it lands, or the partition is reported lost)."""
         return self.advanced if self.advanced is not None else self.lease.committed
+
+    def snapshot(self) -> PartitionSnapshot:
+        return PartitionSnapshot(
+            self.topic,
+            self.partition,
+            self.position,
+            self.lease.committed,
+            len(self.messages),
+            self.paused,
+            self.halted,
+        )
 
     def has_buffered(self) -> bool:
         return bool(self.messages) or self.redeliver is not None

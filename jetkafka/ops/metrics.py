@@ -140,13 +140,7 @@ class ChannelMetrics:
 
     def view(self) -> ChannelView:
         channel = self.channel
-        # Read under the channel's own lock: the same partition map its workers update.
-        with channel._states_cond:
-            states = [
-                (key, state.committed, state.paused, state.halted is not None)
-                for key, state in channel._states.items()
-                if state.lost_reason is None and not state.removed
-            ]
+        states = [((p.topic, p.partition), p.committed, p.paused, p.halted is not None) for p in channel.partitions()]
         with self._lock:
             watermarks = dict(self._watermarks)
             updated = self._updated

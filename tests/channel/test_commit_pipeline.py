@@ -8,7 +8,14 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from jetkafka import BatchEventProcessor, BatchResponse, EventBatch, InboundChannel, PartitionSource
+from jetkafka import (
+    BatchEventProcessor,
+    BatchResponse,
+    EventBatch,
+    InboundChannel,
+    PartitionSnapshot,
+    PartitionSource,
+)
 from jetkafka.channel.context import ChannelContext
 from tests.support.channels import make_channel, values, wait_until
 from tests.support.group_watch import committed, offset_nodes
@@ -51,8 +58,10 @@ def test_commits_coalesce_and_the_last_one_lands(
     topic = topic_factory(partitions=2)
     produce(topic, values(2000, 2))
     proc = FastAdvance()
-    with make_channel(zk_connect, kafka_config, topic, proc, batch_max_events=5):
+    with make_channel(zk_connect, kafka_config, topic, proc, batch_max_events=5) as channel:
         wait_until(lambda: committed(zk, topic) == {0: 1000, 1: 1000}, what="every offset committed")
+        wait_until(lambda: all(p.committed == 1000 for p in channel.partitions()), what="the answers applied")
+        assert channel.partitions() == [PartitionSnapshot(topic, p, 1000, 1000, 0, False, None) for p in (0, 1)]
     assert {p: sorted(set(o)) == list(range(1000)) for p, o in proc.offsets.items()} == {0: True, 1: True}
     # 200 batches per partition; while one commit travels the next ones wait and merge.
     writes = {p: version for p, (_, version) in offset_nodes(zk, topic).items()}

@@ -4,38 +4,14 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator
 
-import pytest
 from kazoo.client import KazooClient
 
-from jetkafka.config import ZooKeeperConfig
 from jetkafka.coordination.offsets import CommitUncertain, OffsetStore
-from jetkafka.coordination.ownership import Lease, PartitionOwnership
-from jetkafka.coordination.paths import GroupPaths
-from jetkafka.coordination.session import build_client, start_client
+from jetkafka.coordination.ownership import Lease
 from jetkafka.errors import CommitFenced
+from tests.support.coordination import PATHS, member
 from tests.support.zk_faults import expire_session
-
-PATHS = GroupPaths("g")
-
-
-@pytest.fixture
-def clients(zk_connect: str) -> Iterator[tuple[KazooClient, KazooClient]]:
-    config = ZooKeeperConfig(connect=zk_connect, session_timeout_s=10)
-    a, b = build_client(config), build_client(config)
-    start_client(a, config)
-    start_client(b, config)
-    yield a, b
-    for c in (a, b):
-        c.stop()
-        c.close()
-
-
-def member(client: KazooClient, cid: str) -> tuple[PartitionOwnership, OffsetStore]:
-    ownership = PartitionOwnership(client, PATHS, cid)
-    ownership.prepare("t")
-    return ownership, OffsetStore(client, PATHS)
 
 
 def commit_async(store: OffsetStore, lease: Lease, offset: int, timeout: float = 10.0) -> Exception | None:

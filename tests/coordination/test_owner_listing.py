@@ -2,30 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from kazoo.client import KazooClient
 
-from jetkafka.config import ZooKeeperConfig
 from jetkafka.coordination.ownership import PartitionOwnership
-from jetkafka.coordination.paths import GroupPaths
-from jetkafka.coordination.session import build_client, start_client
+from tests.support.coordination import PATHS
 from tests.support.zk_faults import expire_session
-
-PATHS = GroupPaths("g")
-
-
-@pytest.fixture
-def clients(zk_connect: str) -> Iterator[tuple[KazooClient, KazooClient]]:
-    config = ZooKeeperConfig(connect=zk_connect, session_timeout_s=10)
-    a, b = build_client(config), build_client(config)
-    start_client(a, config)
-    start_client(b, config)
-    yield a, b
-    for c in (a, b):
-        c.stop()
-        c.close()
 
 
 def counting_reads(client: KazooClient) -> list[str]:
