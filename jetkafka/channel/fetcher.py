@@ -97,6 +97,25 @@ class Fetcher:
             raise ConnectError(f"{topic}[{partition}]: cannot read watermarks from {self._bootstrap}: {exc}") from None
         return int(low), int(high)
 
+    def log_ends(self, topic: str, partitions: list[int], earliest: bool, timeout: float = 10.0) -> dict[int, int]:
+        """The low (``earliest``) or high watermark of each partition, in one request.
+
+        ListOffsets with the special timestamps -2 / -1; a partition the broker answers with
+        an error is asked again on its own (:meth:`watermarks`).
+        """
+        wanted = [TopicPartition(topic, p, -2 if earliest else -1) for p in partitions]
+        try:
+            with self._meta_lock:
+                found = self._meta.offsets_for_times(wanted, timeout=timeout)
+        except KafkaException:
+            found = []
+        out = {tp.partition: int(tp.offset) for tp in found if tp.error is None and tp.offset >= 0}
+        for p in partitions:
+            if p not in out:
+                low, high = self.watermarks(topic, p, timeout)
+                out[p] = low if earliest else high
+        return out
+
     # -- commands (any thread) -------------------------------------------------------------
 
     def assign(self, key: Key, offset: int) -> None:

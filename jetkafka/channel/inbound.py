@@ -32,6 +32,7 @@ from jetkafka.channel.failures import FailurePolicy
 from jetkafka.channel.fetcher import Fetcher
 from jetkafka.channel.hot_deploy import ConfigWatcher, HotDeploy
 from jetkafka.channel.partition import PartitionSnapshot, PartitionState
+from jetkafka.channel.start_offsets import commit_start_offsets
 from jetkafka.channel.stats import ChannelStats
 from jetkafka.channel.work_queue import PartitionQueue
 from jetkafka.channel.worker import BatchRunner
@@ -39,7 +40,6 @@ from jetkafka.config import JetkafkaConfig, load_config, parse_config
 from jetkafka.coordination.control import PauseWatch
 from jetkafka.coordination.controller import KafkaController
 from jetkafka.coordination.membership import GroupMembership
-from jetkafka.coordination.offsets import CommitUncertain
 from jetkafka.coordination.ownership import Lease
 from jetkafka.coordination.registry import new_consumer_id
 from jetkafka.errors import CommitFenced, ConfigError, JetkafkaError
@@ -357,30 +357,19 @@ class InboundChannel(ChannelControls, HotDeploy):
     def partitions_taken(self, leases: list[Lease]) -> None:
         assert self._fetcher is not None and self._queue is not None and self._membership is not None
         cfg = self.config.channel
+        # Already given up again (the channel is leaving the group): skip.
+        leases = [lease for lease in leases if self._membership.lease(lease.key) is lease]
+        fresh = [lease for lease in leases if lease.committed is None]
+        starts = commit_start_offsets(
+            fresh, self._fetcher, self._membership.offsets, cfg.auto_offset_reset, self._committed
+        )
         for lease in leases:
-            if self._membership.lease(lease.key) is not lease:
-                continue  # already given up again (the channel is leaving the group)
             offset = lease.committed
-            if offset is None:
-                low, high = self._fetcher.watermarks(lease.topic, lease.partition)
-                offset = low if cfg.auto_offset_reset == "earliest" else high
-                try:
-                    # Committed at once: a later owner must start where this one did.
-                    self._membership.commit(lease, offset)
-                    self.stats.committed(lease.key, offset)
-                    if cfg.commit_to_kafka:
-                        self._fetcher.mirror_commit(lease.key, offset)
-                except (CommitFenced, CommitUncertain) as exc:
-                    log.error("%s[%d]: initial commit failed (%s); giving it up", lease.topic, lease.partition, exc)
-                    self._membership.finish_release(lease.key)
-                    continue
-                log.info(
-                    "%s[%d]: no committed offset; starting at %s offset %d",
-                    lease.topic,
-                    lease.partition,
-                    cfg.auto_offset_reset,
-                    offset,
-                )
+            if lease.key in starts:
+                offset = starts[lease.key]
+            elif offset is None:  # its initial commit failed (logged)
+                self._membership.finish_release(lease.key)
+                continue
             elif (recovery := self._recovery) is not None:  # a backlog over recovery.max_partition_lag
                 offset = recovery.start_offset(lease)
                 if offset is None:  # the take-over commit failed (logged): give the partition up

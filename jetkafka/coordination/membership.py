@@ -48,6 +48,11 @@ class PartitionHolder(Protocol):
     def commits_suspended(self, suspended: bool) -> None: ...
 
 
+# Partitions taken with their requests in flight together (PartitionOwnership.take_many);
+# between two chunks a rebalance notices consumers that came or went.
+TAKE_CHUNK = 32
+
+
 class GroupMembership:
     def __init__(
         self,
@@ -211,17 +216,16 @@ class GroupMembership:
         if to_release:
             log.info("rebalance (%s): releasing %s", reason, _fmt(to_release))
             self._holder.release_requested(to_release, f"rebalance: {reason}")
-        taken = []
-        for p in plan.take:
-            if not self._active:
-                break  # leaving the group: take nothing more
+        taken: list[Lease] = []
+        wanted = list(plan.take)
+        while wanted and self._active:  # leaving the group: take nothing more
             if taken and self._members_changed.is_set():
                 # Instances came or went: the rest of this plan would take their share, only to
                 # release it again. The rebalance the watch scheduled re-plans with them.
                 log.info("rebalance (%s): consumers changed while taking %s; re-planning", reason, topic)
                 break
-            lease = self.ownership.take(topic, p)
-            if lease is not None:
+            chunk, wanted = wanted[:TAKE_CHUNK], wanted[TAKE_CHUNK:]
+            for lease in self.ownership.take_many(topic, chunk):
                 with self._lock:
                     self._leases[lease.key] = lease
                 taken.append(lease)

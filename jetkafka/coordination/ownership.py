@@ -21,17 +21,20 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 from kazoo.protocol.states import WatchedEvent
 
 from jetkafka.coordination.paths import GroupPaths
 
 log = logging.getLogger(__name__)
+
+_RACED = object()  # a take transaction lost to a concurrent commit: read the offset node again
 
 
 def decode_offset(data: bytes) -> int | None:
@@ -116,7 +119,6 @@ class PartitionOwnership:
 
     def take(self, topic: str, partition: int) -> Lease | None:
         """Take ``partition`` if it is free; ``None`` when another consumer owns it."""
-        owner_path = self._paths.owner(topic, partition)
         offset_path = self._paths.offset(topic, partition)
         try:
             self._client.create(offset_path, b"")
@@ -124,31 +126,65 @@ class PartitionOwnership:
             pass
         for _ in range(20):
             data, stat = self._client.get(offset_path)
-            tx = self._client.transaction()
-            tx.create(owner_path, self._consumer_id.encode(), ephemeral=True)
-            tx.set_data(offset_path, data, version=stat.version)
-            results = tx.commit()
-            if not any(isinstance(r, Exception) for r in results):
-                owner_version = 0
-                lease = Lease(
-                    topic,
-                    partition,
-                    self._consumer_id,
-                    owner_version,
-                    results[1].version,
-                    decode_offset(data),
-                    session_id=self._client.client_id[0],
-                )
-                log.info(
-                    "took %s[%d], committed offset %s", topic, partition, lease.committed
-                )
-                return lease
-            if isinstance(results[0], NodeExistsError):
-                return None
-            if not isinstance(results[1], (BadVersionError, RolledBackError)):
-                raise results[1] if isinstance(results[1], Exception) else results[0]
+            taken = self._taken(topic, partition, data, self._take_tx(topic, partition, data, stat.version).commit())
+            if taken is not _RACED:
+                return taken
             # The previous owner committed between our read and our write: read again.
         raise RuntimeError(f"{topic}[{partition}]: offset node kept changing during take-over")
+
+    def take_many(self, topic: str, partitions: Sequence[int]) -> list[Lease]:
+        """Take each of ``partitions`` that is free, the requests for all of them in flight
+        together: three round trips for the lot instead of three per partition.
+
+        Each take is the same transaction as :meth:`take`, so the guarantee is the same; a take
+        that raced with the previous owner's last commit is retried alone by :meth:`take`.
+        """
+        client = self._client
+        created = [client.create_async(self._paths.offset(topic, p), b"") for p in partitions]
+        for result in created:
+            try:
+                result.get()
+            except NodeExistsError:
+                pass
+        read = [(p, client.get_async(self._paths.offset(topic, p))) for p in partitions]
+        sent = []
+        for p, result in read:
+            data, stat = result.get()
+            sent.append((p, data, self._take_tx(topic, p, data, stat.version).commit_async()))
+        leases = []
+        for p, data, result in sent:
+            taken = self._taken(topic, p, data, result.get())
+            if taken is _RACED:
+                taken = self.take(topic, p)
+            if isinstance(taken, Lease):
+                leases.append(taken)
+        return leases
+
+    def _take_tx(self, topic: str, partition: int, data: bytes, version: int) -> TransactionRequest:
+        tx = self._client.transaction()
+        tx.create(self._paths.owner(topic, partition), self._consumer_id.encode(), ephemeral=True)
+        tx.set_data(self._paths.offset(topic, partition), data, version=version)
+        return tx
+
+    def _taken(self, topic: str, partition: int, data: bytes, results: list[Any]) -> Lease | None | object:
+        """The lease a take transaction's results give; None if owned by another; _RACED."""
+        if not any(isinstance(r, Exception) for r in results):
+            lease = Lease(
+                topic,
+                partition,
+                self._consumer_id,
+                0,  # the owner node was just created
+                results[1].version,
+                decode_offset(data),
+                session_id=self._client.client_id[0],
+            )
+            log.info("took %s[%d], committed offset %s", topic, partition, lease.committed)
+            return lease
+        if isinstance(results[0], NodeExistsError):
+            return None
+        if not isinstance(results[1], (BadVersionError, RolledBackError)):
+            raise results[1] if isinstance(results[1], Exception) else results[0]
+        return _RACED
 
     def release(self, lease: Lease) -> None:
         """Delete the owner node if it is still ours; other consumers' watches fire at once.
