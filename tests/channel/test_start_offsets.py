@@ -1,0 +1,60 @@
+"""Starting offsets of partitions nobody committed: found and committed in bulk, fenced."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jetkafka.channel.budget import BufferBudget
+from jetkafka.channel.fetcher import Fetcher
+from jetkafka.channel.start_offsets import commit_start_offsets
+from jetkafka.coordination.offsets import OffsetStore
+from jetkafka.coordination.ownership import PartitionOwnership
+from tests.support.channels import values
+from tests.support.coordination import PATHS, two_clients
+
+
+def test_a_lost_partition_does_not_hold_up_the_others(
+    zk_connect: str, kafka_config: dict[str, Any], topic_factory: Any, produce: Any
+) -> None:
+    topic = topic_factory(partitions=3)
+    produce(topic, values(30, 3))  # 10 events per partition
+    fetcher = Fetcher(kafka_config, "g", lambda key: None, lambda state: None, BufferBudget(10, 1000))
+    try:
+        with two_clients(zk_connect) as (a, b):
+            own_a, own_b = PartitionOwnership(a, PATHS, "a"), PartitionOwnership(b, PATHS, "b")
+            own_a.prepare(topic)
+            leases = own_a.take_many(topic, [0, 1, 2])
+            assert [lease.partition for lease in leases] == [0, 1, 2]
+            # Partition 1 changes hands before its first commit (its owner node went with a's
+            # session, as far as b can tell): a's transaction for all three is refused.
+            a.delete(PATHS.owner(topic, 1))
+            assert own_b.take(topic, 1) is not None
+            seen: list[tuple[tuple[str, int], int]] = []
+            started = commit_start_offsets(
+                leases, fetcher, OffsetStore(a, PATHS), "latest", lambda key, offset: seen.append((key, offset))
+            )
+            assert started == {(topic, 0): 10, (topic, 2): 10}
+            assert sorted(seen) == sorted(started.items())
+            store = OffsetStore(b, PATHS)
+            assert (store.read(topic, 0), store.read(topic, 1), store.read(topic, 2)) == (10, None, 10)
+            assert leases[1].committed is None
+    finally:
+        fetcher.stop()
+
+
+def test_earliest_starts_at_the_low_watermark(
+    zk_connect: str, kafka_config: dict[str, Any], topic_factory: Any, produce: Any
+) -> None:
+    topic = topic_factory(partitions=2)
+    produce(topic, values(20, 2))
+    fetcher = Fetcher(kafka_config, "g", lambda key: None, lambda state: None, BufferBudget(10, 1000))
+    try:
+        with two_clients(zk_connect) as (a, _):
+            own = PartitionOwnership(a, PATHS, "a")
+            own.prepare(topic)
+            leases = own.take_many(topic, [0, 1])
+            started = commit_start_offsets(leases, fetcher, OffsetStore(a, PATHS), "earliest", lambda k, o: None)
+            assert started == {(topic, 0): 0, (topic, 1): 0}
+            assert fetcher.log_ends(topic, [0, 1], earliest=False) == {0: 10, 1: 10}
+    finally:
+        fetcher.stop()
