@@ -97,8 +97,7 @@ class ChannelContext:
             if self._channel._lease(*key) is commits[key][0]:
                 self._channel.partitions_lost([key], exc.reason)
             raise
-        for key, (_, offset) in commits.items():
-            self._channel.stats.committed(key, offset)
+        self._channel._committed_outside_turns(commits)
 
     def pause(self, topic: str | None = None, partition: int | None = None) -> None:
         self._channel.pause(topic, partition)

@@ -324,7 +324,14 @@ class InboundChannel(ChannelControls, HotDeploy):
             if state is not None and refused is not None and state.lease is refused[0]:
                 self.partitions_lost([key], exc.reason)
             raise
-        for key, (_, offset) in commits.items():
+        self._committed_outside_turns(commits)
+
+    def _committed_outside_turns(self, commits: dict[Key, tuple[Lease, int]]) -> None:
+        """After a processor's own multi-partition commit: it is now the newest commit."""
+        for key, (lease, offset) in commits.items():
+            state = self._states.get(key)
+            if state is not None and state.lease is lease:
+                state.advanced = None  # revert() goes back to this commit, not an older advance
             self._committed(key, offset)
 
     # -- the workers -----------------------------------------------------------------------
