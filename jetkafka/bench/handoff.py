@@ -151,14 +151,7 @@ class Instance:
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        self.reap(30)
 
     def reap(self, timeout: float = 60) -> None:
         try:

@@ -192,10 +192,7 @@ class MicroBatchDriver:
                     {k: ranges[k][0] for k in keys}, extra=add, holds={k: batch.slices[k].hold for k in keys}
                 )
             except CommitFenced as exc:
-                s = batch.slices.get((exc.topic, exc.partition))
-                if s is None:
-                    raise
-                self._drop(batch, s, "partition not held any more")
+                self._drop_fenced(batch, exc)
                 continue
             except _VERSION_CONFLICTS:
                 # Another instance took a batch id meanwhile, or a leftover pending node is in the
@@ -210,6 +207,13 @@ class MicroBatchDriver:
             log.info("micro-batch %d recorded: %s (%d events)", next_id, batch.ranges(), batch.events)
             return
         raise RuntimeError("could not record the micro-batch: batch id or pending nodes kept changing")
+
+    def _drop_fenced(self, batch: MicroBatch, exc: CommitFenced) -> None:
+        """A commit named a partition this instance lost: drop its slice (raise if not in the batch)."""
+        s = batch.slices.get((exc.topic, exc.partition))
+        if s is None:
+            raise exc
+        self._drop(batch, s, "partition not held any more")
 
     def _done(self, batch: MicroBatch, elapsed: float) -> None:
         attempt = 0
@@ -228,10 +232,7 @@ class MicroBatchDriver:
                     holds={k: batch.slices[k].hold for k in keys},
                 )
             except CommitFenced as exc:
-                s = batch.slices.get((exc.topic, exc.partition))
-                if s is None:
-                    raise
-                self._drop(batch, s, "partition not held any more")
+                self._drop_fenced(batch, exc)
                 continue
             except _VERSION_CONFLICTS:
                 # A pending node changed under us: someone finished or replaced that slice.
