@@ -57,7 +57,8 @@ class Fetcher:
         self._on_data = on_data
         self._budget = budget
         self._max_poll = max_poll
-        self._commands: queue.SimpleQueue[tuple[str, Key, int]] = queue.SimpleQueue()
+        # (operation, {partition: offset}); the offset is -1 where the operation takes none.
+        self._commands: queue.SimpleQueue[tuple[str, dict[Key, int]]] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._assigned: set[Key] = set()  # fetcher thread only
         self._thread: threading.Thread | None = None
@@ -118,25 +119,26 @@ class Fetcher:
 
     # -- commands (any thread) -------------------------------------------------------------
 
-    def assign(self, key: Key, offset: int) -> None:
-        self._commands.put(("assign", key, offset))
+    def assign(self, positions: Mapping[Key, int]) -> None:
+        """Start fetching each partition at its offset, all in one librdkafka call."""
+        self._commands.put(("assign", dict(positions)))
 
     def unassign(self, key: Key) -> None:
-        self._commands.put(("unassign", key, -1))
+        self._commands.put(("unassign", {key: -1}))
 
     def seek(self, key: Key, offset: int) -> None:
         """Restart fetching at ``offset``; the caller already called ``state.reposition``."""
-        self._commands.put(("seek", key, offset))
+        self._commands.put(("seek", {key: offset}))
 
     def pause(self, key: Key) -> None:
-        self._commands.put(("pause", key, -1))
+        self._commands.put(("pause", {key: -1}))
 
     def resume(self, key: Key) -> None:
-        self._commands.put(("resume", key, -1))
+        self._commands.put(("resume", {key: -1}))
 
     def mirror_commit(self, key: Key, offset: int) -> None:
         """Copy a committed offset to Kafka's group offsets, for standard lag tools."""
-        self._commands.put(("commit", key, offset))
+        self._commands.put(("commit", {key: offset}))
 
     # -- the fetcher thread ----------------------------------------------------------------
 
@@ -214,43 +216,90 @@ class Fetcher:
             log.warning("Kafka error%s: %s", f" on {key[0]}[{key[1]}]" if key else "", err.str())
 
     def _apply_commands(self) -> None:
+        pending: list[tuple[str, dict[Key, int]]] = []
         while True:
             try:
-                op, key, offset = self._commands.get_nowait()
+                pending.append(self._commands.get_nowait())
             except queue.Empty:
-                return
-            tp = TopicPartition(key[0], key[1], offset)
+                break
+        i = 0
+        while i < len(pending):
+            # Consecutive (re)assignments reach librdkafka in one call, so its next fetch asks
+            # for all of them: a partition assigned alone is fetched alone, and a large answer
+            # for it fills librdkafka's queue, which then holds back the fetch of the others
+            # for fetch.queue.backoff.ms. Of two positions for one partition the later wins,
+            # as it would applied one after the other.
+            positions: dict[Key, int] = {}
+            while i < len(pending) and pending[i][0] in ("assign", "seek"):
+                positions.update(pending[i][1])
+                i += 1
+            if positions:
+                self._assign(positions)
+                continue
+            op, targets = pending[i]
+            for key, offset in targets.items():
+                self._apply(op, key, offset)
+            i += 1
+
+    def _assign(self, positions: dict[Key, int]) -> None:
+        """Fetch each partition from its offset; one librdkafka call for all of them."""
+        if len(positions) > 1:
             try:
-                if op in ("assign", "seek"):
-                    # Re-assigning discards whatever librdkafka pre-fetched from the old position.
-                    if key in self._assigned:
-                        self.consumer.incremental_unassign([TopicPartition(key[0], key[1])])
-                    self.consumer.incremental_assign([tp])
-                    self._assigned.add(key)
-                    state = self._states(key)
-                    # librdkafka keeps a partition's pause across unassign/assign: set it anew.
-                    if state is not None and (state.paused or state.fetch_paused):
-                        self.consumer.pause([TopicPartition(key[0], key[1])])
-                    else:
-                        self.consumer.resume([TopicPartition(key[0], key[1])])
-                    if state is not None:
-                        with state.lock:
-                            # Only the command for the position this state waits for ends the
-                            # wait, not one queued for an earlier state of the partition.
-                            if state.fetch_next == offset:
-                                state.seek_pending = False
-                    log.debug("%s[%d]: fetching from offset %d", key[0], key[1], offset)
-                elif op == "unassign" and key in self._assigned:
-                    self.consumer.incremental_unassign([TopicPartition(key[0], key[1])])
-                    self._assigned.discard(key)
-                elif op == "pause" and key in self._assigned:
-                    self.consumer.pause([TopicPartition(key[0], key[1])])
-                elif op == "resume" and key in self._assigned:
-                    state = self._states(key)
-                    # Stay paused while the user paused it or its buffer is still over budget.
-                    if state is None or not (state.paused or state.fetch_paused):
-                        self.consumer.resume([TopicPartition(key[0], key[1])])
-                elif op == "commit":
-                    self.consumer.commit(offsets=[tp], asynchronous=True)
+                # Re-assigning discards whatever librdkafka pre-fetched from the old position.
+                again = [TopicPartition(t, p) for (t, p) in positions if (t, p) in self._assigned]
+                if again:
+                    self.consumer.incremental_unassign(again)
+                    self._assigned.difference_update(positions)
+                self.consumer.incremental_assign([TopicPartition(t, p, o) for (t, p), o in positions.items()])
             except KafkaException as exc:
-                log.error("%s[%d]: %s of offset %d failed: %s", key[0], key[1], op, offset, exc)
+                log.warning("assigning %d partitions together failed (%s); assigning one by one", len(positions), exc)
+            else:
+                self._assigned.update(positions)
+                for key, offset in positions.items():
+                    try:
+                        self._fetching_from(key, offset)
+                    except KafkaException as exc:
+                        log.error("%s[%d]: setting pause/resume at offset %d failed: %s", key[0], key[1], offset, exc)
+                return
+        for key, offset in positions.items():
+            self._apply("assign", key, offset)
+
+    def _fetching_from(self, key: Key, offset: int) -> None:
+        state = self._states(key)
+        tp = TopicPartition(key[0], key[1])
+        # librdkafka keeps a partition's pause across unassign/assign: set it anew.
+        if state is not None and (state.paused or state.fetch_paused):
+            self.consumer.pause([tp])
+        else:
+            self.consumer.resume([tp])
+        if state is not None:
+            with state.lock:
+                # Only the command for the position this state waits for ends the wait, not
+                # one queued for an earlier state of the partition.
+                if state.fetch_next == offset:
+                    state.seek_pending = False
+        log.debug("%s[%d]: fetching from offset %d", key[0], key[1], offset)
+
+    def _apply(self, op: str, key: Key, offset: int) -> None:
+        tp = TopicPartition(key[0], key[1], offset)
+        try:
+            if op in ("assign", "seek"):
+                if key in self._assigned:
+                    self.consumer.incremental_unassign([TopicPartition(key[0], key[1])])
+                self.consumer.incremental_assign([tp])
+                self._assigned.add(key)
+                self._fetching_from(key, offset)
+            elif op == "unassign" and key in self._assigned:
+                self.consumer.incremental_unassign([TopicPartition(key[0], key[1])])
+                self._assigned.discard(key)
+            elif op == "pause" and key in self._assigned:
+                self.consumer.pause([TopicPartition(key[0], key[1])])
+            elif op == "resume" and key in self._assigned:
+                state = self._states(key)
+                # Stay paused while the user paused it or its buffer is still over budget.
+                if state is None or not (state.paused or state.fetch_paused):
+                    self.consumer.resume([TopicPartition(key[0], key[1])])
+            elif op == "commit":
+                self.consumer.commit(offsets=[tp], asynchronous=True)
+        except KafkaException as exc:
+            log.error("%s[%d]: %s of offset %d failed: %s", key[0], key[1], op, offset, exc)

@@ -370,6 +370,8 @@ class InboundChannel(ChannelControls, HotDeploy):
         starts = commit_start_offsets(
             fresh, self._fetcher, self._membership.offsets, cfg.auto_offset_reset, self._committed
         )
+        positions: dict[Key, int] = {}
+        queued: list[PartitionState] = []
         for lease in leases:
             offset = lease.committed
             if lease.key in starts:
@@ -392,9 +394,14 @@ class InboundChannel(ChannelControls, HotDeploy):
                 self._budget.set_partitions(len(self._states))
             if old is not None:  # lost and taken again before a worker handled the loss
                 old.lost_reason = old.lost_reason or "taken again"
-            self._fetcher.assign(lease.key, offset)
+            positions[lease.key] = offset
             if self._is_paused(lease.key):
                 self._set_paused(state, True)
+            queued.append(state)
+        # One command for all: the first fetch then asks for every partition taken.
+        if positions:
+            self._fetcher.assign(positions)
+        for state in queued:
             self._queue.offer(state)
         if self._responder is not None:  # resets issued while the partition had another owner
             self._responder.partitions_taken([lease.key for lease in leases])

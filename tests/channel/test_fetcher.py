@@ -1,0 +1,96 @@
+"""The fetcher's assignments: partitions taken together are fetched together, the latest position wins."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from confluent_kafka import TopicPartition
+
+from jetkafka.channel.budget import BufferBudget
+from jetkafka.channel.fetcher import Fetcher
+from jetkafka.channel.partition import PartitionState
+from jetkafka.coordination.ownership import PartitionOwnership
+from tests.support.channels import values
+from tests.support.coordination import PATHS, two_clients
+
+
+class RecordingConsumer:
+    """The fetcher's real consumer, noting each ``incremental_assign`` call."""
+
+    def __init__(self, consumer: Any) -> None:
+        self._consumer = consumer
+        self.assign_calls: list[list[tuple[int, int]]] = []
+
+    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
+        self.assign_calls.append([(tp.partition, tp.offset) for tp in partitions])
+        self._consumer.incremental_assign(partitions)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._consumer, name)
+
+
+@contextmanager
+def held_partitions(
+    zk_connect: str, kafka_config: dict[str, Any], topic: str, starts: dict[int, int]
+) -> Iterator[tuple[Fetcher, RecordingConsumer, dict[int, PartitionState]]]:
+    """A fetcher (not started) and one state per partition of ``starts``, each at its start offset."""
+    budget = BufferBudget(100, 1 << 20)
+    states: dict[tuple[str, int], PartitionState] = {}
+    fetcher = Fetcher(kafka_config, "g", states.get, lambda state: None, budget)
+    recording = RecordingConsumer(fetcher.consumer)
+    fetcher.consumer = recording  # type: ignore[assignment]
+    try:
+        with two_clients(zk_connect) as (client, _):
+            own = PartitionOwnership(client, PATHS, "a")
+            own.prepare(topic)
+            for lease in own.take_many(topic, sorted(starts)):
+                state = PartitionState(lease, starts[lease.partition], 100, 1 << 20, budget)
+                state.seek_pending = True  # as the channel does until the fetcher applies the assignment
+                states[lease.key] = state
+            yield fetcher, recording, {p: states[(topic, p)] for p in starts}
+    finally:
+        fetcher.stop()
+
+
+def buffered_offsets(state: PartitionState) -> list[int]:
+    with state.lock:
+        return [m.offset() for m in state.messages]
+
+
+def wait_buffered(states: dict[int, PartitionState], want: dict[int, list[int]], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while {p: buffered_offsets(s) for p, s in states.items()} != want:
+        assert time.monotonic() < deadline, {p: buffered_offsets(s) for p, s in states.items()}
+        time.sleep(0.05)
+
+
+def test_partitions_taken_together_are_assigned_in_one_call_each_at_its_offset(
+    zk_connect: str, kafka_config: dict[str, Any], topic_factory: Any, produce: Any
+) -> None:
+    topic = topic_factory(partitions=4)
+    produce(topic, values(20, 4))  # offsets 0..4 in every partition
+    starts = {0: 0, 1: 2, 2: 4, 3: 5}
+    with held_partitions(zk_connect, kafka_config, topic, starts) as (fetcher, recording, states):
+        fetcher.assign({(topic, p): offset for p, offset in starts.items()})
+        fetcher.start()
+        wait_buffered(states, {p: list(range(start, 5)) for p, start in starts.items()})
+        # One librdkafka assignment for all four: its first fetch asks for every partition.
+        assert recording.assign_calls == [[(0, 0), (1, 2), (2, 4), (3, 5)]]
+        assert all(not s.seek_pending for s in states.values())
+
+
+def test_a_seek_queued_after_the_assignment_of_its_partition_wins(
+    zk_connect: str, kafka_config: dict[str, Any], topic_factory: Any, produce: Any
+) -> None:
+    topic = topic_factory(partitions=2)
+    produce(topic, values(10, 2))  # offsets 0..4 in both partitions
+    with held_partitions(zk_connect, kafka_config, topic, {0: 0, 1: 1}) as (fetcher, recording, states):
+        fetcher.assign({(topic, 0): 0, (topic, 1): 1})
+        states[0].reposition(3)  # what a reset or a seek back does before asking the fetcher
+        fetcher.seek((topic, 0), 3)
+        fetcher.start()  # both commands are taken in one go: the later position counts
+        wait_buffered(states, {0: [3, 4], 1: [1, 2, 3, 4]})
+        assert recording.assign_calls == [[(0, 3), (1, 1)]]
