@@ -7,11 +7,13 @@ a channel's throughput, not the processing: see docs/performance.md.
 
 Guarantee: a partition's commits land in the order its worker made them, each only after the
 batches before its offset were processed, and only while this instance still owns the
-partition. At most one commit per partition is in flight; an advance made meanwhile waits, and
-a later one replaces it, since only the newest offset needs writing. The delivery guarantee
-stays at-least-once: the events a new owner re-reads are those processed since the last commit
-that landed, as without pipelining (at most the batches processed during one ZooKeeper round
-trip more).
+partition. At most one commit per partition is in flight, and one is sent at most every
+``commit_interval_ms`` (``channel.commit_interval_ms``); an advance made meanwhile waits, and a
+later one replaces it, since only the newest offset needs writing. A waiting advance is sent
+when the interval is up, whether or not more batches come. The delivery guarantee stays
+at-least-once: after a crash, the events a new owner re-reads are those processed since the
+last commit that landed, as without pipelining, so at most ``commit_interval_ms`` plus one
+ZooKeeper round trip of processing more.
 
 Failure modes: a commit refused by the fence marks the partition lost; its worker calls
 ``on_exception`` with :class:`PartitionLost` at the next turn. A commit without an answer
@@ -24,6 +26,8 @@ becomes the pending commit.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import threading
 import time
@@ -46,14 +50,23 @@ class CommitPipeline:
         on_committed: Callable[[Key, int], None],
         on_refused: Callable[[Key], None],
         offer: Callable[[PartitionState], None],
+        interval_s: float = 0.0,
     ) -> None:
         self._store = store
         self._on_committed = on_committed
         self._on_refused = on_refused
         self._offer = offer
+        self.interval_s = interval_s  # hot deploy may change it
         self._answer = threading.Condition()
         self._in_flight: set[PartitionState] = set()
         self._waiting: dict[PartitionState, int] = {}  # the next offset to send, per partition
+        self._sent_at: dict[PartitionState, float] = {}
+        # Waiting advances of partitions with nothing in flight, sent when their interval is up.
+        self._due: list[tuple[float, int, PartitionState]] = []
+        self._seq = itertools.count()
+        self._closed = False
+        self._timer = threading.Thread(target=self._send_when_due, name="jetkafka-commit-timer", daemon=True)
+        self._timer.start()
 
     def submit(self, state: PartitionState, offset: int) -> None:
         """Commit ``offset`` for ``state`` without waiting (by the worker holding its turn)."""
@@ -65,8 +78,53 @@ class CommitPipeline:
             if state in self._in_flight:
                 self._waiting[state] = offset
                 return
+            if self._hold(state, offset):
+                return
             self._in_flight.add(state)
+            self._sent_at[state] = time.monotonic()
         self._send(state, offset)
+
+    def _hold(self, state: PartitionState, offset: int) -> bool:
+        """Keep ``offset`` waiting if the partition's last commit went out less than the
+        interval ago (under ``_answer``); the timer sends it then."""
+        at = self._sent_at.get(state, 0.0) + self.interval_s
+        if at <= time.monotonic():
+            return False
+        if state not in self._waiting:
+            heapq.heappush(self._due, (at, next(self._seq), state))
+            self._answer.notify_all()
+        self._waiting[state] = offset
+        return True
+
+    def _send_when_due(self) -> None:
+        while True:
+            sends: list[tuple[PartitionState, int]] = []
+            with self._answer:
+                while not self._closed and (not self._due or self._due[0][0] > time.monotonic()):
+                    self._answer.wait(self._due[0][0] - time.monotonic() if self._due else None)
+                if self._closed:
+                    return
+                now = time.monotonic()
+                while self._due and self._due[0][0] <= now:
+                    _, _, state = heapq.heappop(self._due)
+                    # Settled, sent or re-timed since: nothing to do for this entry.
+                    if state in self._in_flight or state not in self._waiting:
+                        continue
+                    if self._sent_at.get(state, 0.0) + self.interval_s > now:
+                        heapq.heappush(self._due, (self._sent_at[state] + self.interval_s, next(self._seq), state))
+                        continue
+                    self._in_flight.add(state)
+                    self._sent_at[state] = now
+                    sends.append((state, self._waiting.pop(state)))
+            for state, offset in sends:
+                self._send(state, offset)
+
+    def close(self) -> None:
+        """Stop the timer; a waiting advance not settled by then is not sent (at-least-once)."""
+        with self._answer:
+            self._closed = True
+            self._answer.notify_all()
+        self._timer.join(timeout=5)
 
     def settle(self, state: PartitionState) -> None:
         """Wait for the answer to the partition's commit in flight (by the worker holding its
@@ -76,6 +134,7 @@ class CommitPipeline:
             if not self._answer.wait_for(lambda: state not in self._in_flight, Lease.SETTLE_TIMEOUT_S):
                 # The lease gives up on the answer as well; the next write reconciles.
                 self._in_flight.discard(state)
+            self._sent_at.pop(state, None)
             if waiting is not None:
                 state.commit_pending = waiting
 
@@ -106,14 +165,15 @@ class CommitPipeline:
                     error,
                 )
             waiting = self._waiting.pop(state, None)
-            if error is None and waiting is not None:
+            self._in_flight.discard(state)
+            if error is None and waiting is not None and not self._hold(state, waiting):
+                self._in_flight.add(state)
+                self._sent_at[state] = time.monotonic()
                 send = waiting
-            else:
-                self._in_flight.discard(state)
-                if isinstance(error, CommitUncertain):
-                    state.commit_pending = waiting if waiting is not None else offset
-                    state.not_before = time.monotonic() + 0.5
-                self._answer.notify_all()
+            elif isinstance(error, CommitUncertain):
+                state.commit_pending = waiting if waiting is not None else offset
+                state.not_before = time.monotonic() + 0.5
+            self._answer.notify_all()
         if send is not None:
             self._send(state, send)
         elif error is not None:

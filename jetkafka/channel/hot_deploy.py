@@ -5,8 +5,8 @@ A change is one of:
 - **none**: the file was saved without a change that matters;
 - **in place**: only settings a running channel can adopt without letting go of anything:
   ``channel.`` batch sizes, ``idle_ms``, rebalance timing, error back-off, ``on_error``,
-  ``on_out_of_range``, ``shutdown_timeout_s``, and ``logging.level``. Partitions stay owned,
-  nothing is re-read;
+  ``on_out_of_range``, ``commit_interval_ms``, ``shutdown_timeout_s``, and ``logging.level``.
+  Partitions stay owned, nothing is re-read;
 - **resubscribe**: anything else (``topics``, ``coordinator``, ``threads``, ``group``, buffer
   sizes, the ``processor``, ``kafka``, ``metrics``, ``spark``, ``zookeeper`` …): the channel
   releases its partitions gracefully (``on_stream_termination``, commits, owner nodes deleted),
@@ -42,6 +42,7 @@ from jetkafka.processors.base import BatchEventProcessor
 from jetkafka.processors.loading import load_processor
 
 if TYPE_CHECKING:
+    from jetkafka.channel.commit_pipeline import CommitPipeline
     from jetkafka.channel.fetcher import Fetcher
     from jetkafka.channel.work_queue import PartitionQueue
     from jetkafka.channel.worker import BatchRunner
@@ -61,6 +62,7 @@ IN_PLACE_CHANNEL_KEYS = frozenset(
         "shutdown_timeout_s",
         "on_error",
         "on_out_of_range",
+        "commit_interval_ms",
     }
 )
 IN_PLACE_SECTIONS = frozenset({"logging", "source"})
@@ -175,6 +177,7 @@ class HotDeploy:
     _fetcher: Fetcher | None
     _runner: BatchRunner | None
     _queue: PartitionQueue | None
+    _pipeline: CommitPipeline | None
     _membership: GroupMembership | None
     start: Callable[[], None]
     _leave: Callable[[float | None], bool]
@@ -238,6 +241,8 @@ class HotDeploy:
             self._runner.failures.dead_letter = self._dead_letter_sink()
         if self._queue is not None:
             self._queue.set_idle_ms(cfg.idle_ms)
+        if self._pipeline is not None:
+            self._pipeline.interval_s = cfg.commit_interval_ms / 1000
         if self._membership is not None:
             self._membership.config = cfg
 

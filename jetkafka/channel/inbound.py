@@ -146,7 +146,13 @@ class InboundChannel(ChannelControls, HotDeploy):
                 self._controller, cfg, self, self.consumer_id, on_rebalance=self.stats.rebalanced
             )
             self._pipeline = (
-                CommitPipeline(self._membership.offsets, self._committed, self.stats.commit_refused, self._queue.offer)
+                CommitPipeline(
+                    self._membership.offsets,
+                    self._committed,
+                    self.stats.commit_refused,
+                    self._queue.offer,
+                    cfg.commit_interval_ms / 1000,
+                )
                 if cfg.pipelined_commits
                 else None
             )
@@ -270,6 +276,9 @@ class InboundChannel(ChannelControls, HotDeploy):
         for t in self._workers:
             t.join(timeout=5)
         self._workers = []
+        if self._pipeline is not None:
+            self._pipeline.close()
+            self._pipeline = None
         if self._membership is not None:
             self._membership.stop()
         if self._fetcher is not None:

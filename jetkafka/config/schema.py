@@ -253,6 +253,14 @@ class ChannelConfig:
             "send the commit of an advance() without waiting for it: the next batch starts while it travels"
         ),
     )
+    commit_interval_ms: int = field(
+        default=100,
+        metadata=spec(
+            "with pipelined commits, send a partition's commit at most this often; 0 sends each advance at once",
+            min=0,
+            max=60_000,
+        ),
+    )
     on_error: ErrorPolicyConfig = field(
         default_factory=ErrorPolicyConfig, metadata=spec("policy for batches the processor keeps failing on")
     )

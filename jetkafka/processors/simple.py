@@ -3,7 +3,8 @@
 Policies (``auto_advance``) and their delivery guarantees:
 
 - ``every-batch`` (default): the handler runs, then the batch is committed. At least once;
-  after a crash, at most the uncommitted batch in hand per partition is delivered again.
+  after a crash, per partition, the batch in hand and those handled since the last commit
+  landed (``channel.commit_interval_ms`` of them at most) are delivered again.
 - ``periodic``: the handler runs; offsets are committed when ``interval_ms`` has passed since
   the last commit of the partition, when the partition goes idle and when it is released. At
   least once; after a crash, up to ``interval_ms`` of events per partition (or, when the

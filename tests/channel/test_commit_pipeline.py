@@ -84,7 +84,9 @@ def test_graceful_shutdown_commits_what_was_in_flight_or_waiting(
     topic = topic_factory(partitions=2)
     produce(topic, values(400, 2))
     first = FastAdvance()
-    channel = make_channel(zk_connect, kafka_config, topic, first, batch_max_events=2)
+    # Each advance is sent as soon as the commit before it is answered (no interval), so the
+    # held answer below is what keeps the later ones waiting.
+    channel = make_channel(zk_connect, kafka_config, topic, first, batch_max_events=2, commit_interval_ms=0)
     channel.start()
     wait_until(lambda: committed(zk, topic) == {0: 200, 1: 200}, what="first events committed")
     gate = hold_commit_answers(channel)
@@ -150,3 +152,51 @@ def test_reposition_is_not_overwritten_by_a_commit_still_travelling(
         assert proc.offsets[0].count(100) == 2 and proc.offsets[0].count(99) == 1
     finally:
         channel.shutdown(timeout=30)
+
+
+def test_commit_interval_spaces_the_commits_and_the_last_one_lands_when_traffic_stops(
+    zk_connect: str, zk: KazooClient, kafka_config: dict[str, Any], topic_factory: Any, produce: Any
+) -> None:
+    topic = topic_factory(partitions=1)
+    proc = FastAdvance()
+    with make_channel(zk_connect, kafka_config, topic, proc, batch_max_events=5, commit_interval_ms=400) as channel:
+        wait_until(lambda: channel.owned_partitions() == [(topic, 0)], what="partition taken")
+        wait_until(lambda: committed(zk, topic) == {0: 0}, what="the first commit")
+        _, before = offset_nodes(zk, topic)[0]
+        started = time.monotonic()
+        for chunk in range(20):  # 20 events every 100 ms for 2 s: about 80 batches of 5
+            produce(topic, values(20, 1, start=20 * chunk))
+            time.sleep(0.1)
+        # The partition goes quiet with its newest advance waiting: the interval still sends it.
+        wait_until(lambda: committed(zk, topic) == {0: 400}, timeout=5, what="the last advance committed")
+        elapsed = time.monotonic() - started
+        _, after = offset_nodes(zk, topic)[0]
+    assert proc.count() == 400
+    # One write per 400 ms at most (plus the one sent at once after a quiet spell), where one
+    # per batch would be about 80.
+    assert 2 <= after - before <= elapsed / 0.4 + 2, (after - before, elapsed)
+
+
+def test_a_graceful_release_commits_the_advance_waiting_for_its_interval(
+    zk_connect: str, zk: KazooClient, kafka_config: dict[str, Any], topic_factory: Any, produce: Any
+) -> None:
+    topic = topic_factory(partitions=2)
+    first = FastAdvance()
+    channel = make_channel(zk_connect, kafka_config, topic, first, batch_max_events=10, commit_interval_ms=60_000)
+    channel.start()
+    try:
+        wait_until(lambda: committed(zk, topic) == {0: 0, 1: 0}, what="first commits")
+        produce(topic, values(400, 2))
+        wait_until(lambda: first.count() == 400, what="all events processed")
+        time.sleep(0.5)
+        # The first advance went out at once; every later one waits for the minute to pass.
+        assert all(offset < 200 for offset in committed(zk, topic).values()), committed(zk, topic)
+    finally:
+        channel.shutdown(timeout=30)
+    assert committed(zk, topic) == {0: 200, 1: 200}
+    second = FastAdvance()
+    with make_channel(zk_connect, kafka_config, topic, second):
+        produce(topic, [(0, b"k", b"after")])
+        wait_until(lambda: second.count() == 1, what="the event produced after the hand-off")
+        time.sleep(0.5)
+    assert second.offsets == {0: [200]}, "the next owner re-read events already processed"

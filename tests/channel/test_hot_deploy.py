@@ -15,7 +15,7 @@ import yaml
 
 from jetkafka import InboundChannel, JetkafkaConfig, parse_config
 from jetkafka.channel.hot_deploy import plan_change
-from tests.support.channels import RecordingProcessor, channel_config, values, wait_until
+from tests.support.channels import RecordingProcessor, channel_config, committed_offsets, values, wait_until
 
 
 def write_config(path: Path, config: dict[str, Any], via_rename: bool = False) -> None:
@@ -49,6 +49,7 @@ def test_plan_change_classifies_every_kind(zk_connect, kafka_config) -> None:
 
     assert plan_change(parsed(old), parsed(old)).kind == "none"
     assert plan_change(parsed(old), parsed(changed(batch_max_events=7))).kind == "in-place"
+    assert plan_change(parsed(old), parsed(changed(commit_interval_ms=0))).kind == "in-place"
     assert plan_change(parsed(old), parsed({**old, "logging": {"level": "DEBUG"}})).kind == "in-place"
     assert plan_change(parsed(old), parsed(changed(threads=4))).kind == "resubscribe"
     assert plan_change(parsed(old), parsed(changed(topics=["u"]))).kind == "resubscribe"
@@ -114,7 +115,7 @@ def test_threads_then_coordinator_then_invalid_file_under_load(
     assert proc.violations == []
 
 
-def test_in_place_change_keeps_partitions(tmp_path, zk_connect, kafka_config, topic_factory, produce) -> None:
+def test_in_place_change_keeps_partitions(tmp_path, zk, zk_connect, kafka_config, topic_factory, produce) -> None:
     topic = topic_factory(partitions=2)
     path = tmp_path / "channel.yaml"
     config = base(zk_connect, kafka_config, topic)
@@ -132,13 +133,19 @@ def test_in_place_change_keeps_partitions(tmp_path, zk_connect, kafka_config, to
         channel.watch()
         produce(topic, values(200, 2))
         wait_until(lambda: len(proc.delivered) == 200)
+        wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 100, 1: 100}, what="commits landed")
         config["channel"]["batch_max_events"] = 5
+        config["channel"]["commit_interval_ms"] = 60_000
         write_config(path, config)
         wait_until(lambda: channel.config.channel.batch_max_events == 5)
         produce(topic, values(200, 2, start=200))
         wait_until(lambda: len(proc.delivered) == 400)
+        time.sleep(0.5)
+        # The new interval holds the next commits back; the release at the end writes them.
+        assert committed_offsets(zk, "g", topic) == {0: 100, 1: 100}
         assert proc.calls_named("termination") == []
     assert max(sizes[-10:]) <= 5
+    assert committed_offsets(zk, "g", topic) == {0: 200, 1: 200}
 
 
 def test_pause_and_resume_from_the_shell(tmp_path, zk_connect, kafka_config, topic_factory, produce) -> None:
