@@ -56,7 +56,7 @@ class CommitPipeline:
         self._on_committed = on_committed
         self._on_refused = on_refused
         self._offer = offer
-        self.interval_s = interval_s  # hot deploy may change it
+        self._interval_s = interval_s
         self._answer = threading.Condition()
         self._in_flight: set[PartitionState] = set()
         self._waiting: dict[PartitionState, int] = {}  # the next offset to send, per partition
@@ -86,9 +86,11 @@ class CommitPipeline:
 
     def _hold(self, state: PartitionState, offset: int) -> bool:
         """Keep ``offset`` waiting if the partition's last commit went out less than the
-        interval ago (under ``_answer``); the timer sends it then."""
-        at = self._sent_at.get(state, 0.0) + self.interval_s
+        interval ago (under ``_answer``); the timer sends it then. Otherwise the caller sends
+        it, and an older advance still waiting is dropped: it must not land after this one."""
+        at = self._sent_at.get(state, 0.0) + self._interval_s
         if at <= time.monotonic():
+            self._waiting.pop(state, None)
             return False
         if state not in self._waiting:
             heapq.heappush(self._due, (at, next(self._seq), state))
@@ -110,14 +112,24 @@ class CommitPipeline:
                     # Settled, sent or re-timed since: nothing to do for this entry.
                     if state in self._in_flight or state not in self._waiting:
                         continue
-                    if self._sent_at.get(state, 0.0) + self.interval_s > now:
-                        heapq.heappush(self._due, (self._sent_at[state] + self.interval_s, next(self._seq), state))
+                    at = self._sent_at.get(state, 0.0) + self._interval_s
+                    if at > now:
+                        heapq.heappush(self._due, (at, next(self._seq), state))
                         continue
                     self._in_flight.add(state)
                     self._sent_at[state] = now
                     sends.append((state, self._waiting.pop(state)))
             for state, offset in sends:
                 self._send(state, offset)
+
+    def set_interval(self, interval_s: float) -> None:
+        """A new ``commit_interval_ms`` (hot deploy): waiting advances are re-timed to it."""
+        with self._answer:
+            self._interval_s = interval_s
+            for state in self._waiting:
+                if state not in self._in_flight:
+                    heapq.heappush(self._due, (self._sent_at.get(state, 0.0) + interval_s, next(self._seq), state))
+            self._answer.notify_all()
 
     def close(self) -> None:
         """Stop the timer; a waiting advance not settled by then is not sent (at-least-once)."""

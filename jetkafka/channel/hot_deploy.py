@@ -242,7 +242,7 @@ class HotDeploy:
         if self._queue is not None:
             self._queue.set_idle_ms(cfg.idle_ms)
         if self._pipeline is not None:
-            self._pipeline.interval_s = cfg.commit_interval_ms / 1000
+            self._pipeline.set_interval(cfg.commit_interval_ms / 1000)
         if self._membership is not None:
             self._membership.config = cfg
 

@@ -69,6 +69,19 @@ def test_commits_coalesce_and_the_last_one_lands(
     assert proc.unlanded, "every commit had landed before on_batch_processed: nothing was pipelined"
 
 
+def assert_next_owner_starts_at(
+    zk_connect: str, kafka_config: dict[str, Any], topic: str, produce: Any, offset: int
+) -> None:
+    """A new channel on ``topic`` gets only an event produced now, at ``offset`` of partition 0:
+    it re-reads nothing its predecessor processed."""
+    second = FastAdvance()
+    with make_channel(zk_connect, kafka_config, topic, second):
+        produce(topic, [(0, b"k", b"after")])
+        wait_until(lambda: second.count() == 1, what="the event produced after the hand-off")
+        time.sleep(0.5)
+    assert second.offsets == {0: [offset]}, "the next owner re-read events already processed"
+
+
 def hold_commit_answers(channel: InboundChannel) -> threading.Event:
     """Keep the answers to the channel's commits from being applied until the event is set:
     the next commit stays in flight and later advances wait behind it."""
@@ -103,12 +116,7 @@ def test_graceful_shutdown_commits_what_was_in_flight_or_waiting(
     # The processor returns None from on_stream_termination: the release still writes the
     # newest advance, after the one in flight was answered.
     assert committed(zk, topic) == {0: 2200, 1: 2200}
-    second = FastAdvance()
-    with make_channel(zk_connect, kafka_config, topic, second):
-        produce(topic, [(0, b"k", b"after")])
-        wait_until(lambda: second.count() == 1, what="the event produced after the hand-off")
-        time.sleep(0.5)
-    assert second.offsets == {0: [2200]}, "the next owner re-read events already committed"
+    assert_next_owner_starts_at(zk_connect, kafka_config, topic, produce, 2200)
 
 
 def test_without_pipelining_each_commit_lands_before_the_next_batch(
@@ -194,9 +202,35 @@ def test_a_graceful_release_commits_the_advance_waiting_for_its_interval(
     finally:
         channel.shutdown(timeout=30)
     assert committed(zk, topic) == {0: 200, 1: 200}
-    second = FastAdvance()
-    with make_channel(zk_connect, kafka_config, topic, second):
-        produce(topic, [(0, b"k", b"after")])
-        wait_until(lambda: second.count() == 1, what="the event produced after the hand-off")
-        time.sleep(0.5)
-    assert second.offsets == {0: [200]}, "the next owner re-read events already processed"
+    assert_next_owner_starts_at(zk_connect, kafka_config, topic, produce, 200)
+
+
+class WatchesLandedCommits(FastAdvance):
+    """Notes the landed commit of the partition at every batch, which takes half a millisecond."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.landed: list[int | None] = []
+
+    def on_next_batch(self, source: PartitionSource, events: EventBatch) -> BatchResponse:
+        assert self.context is not None
+        self.landed.append(self.context.committed(source.topic, source.partition))
+        time.sleep(0.0005)
+        return super().on_next_batch(source, events)
+
+
+def test_commits_never_go_back_while_advances_cross_the_interval(
+    zk_connect: str, zk: KazooClient, kafka_config: dict[str, Any], topic_factory: Any, produce: Any
+) -> None:
+    topic = topic_factory(partitions=1)
+    produce(topic, values(5000, 1))
+    proc = WatchesLandedCommits()
+    # Batches of one event and a 1 ms interval: advances are held and sent, by the worker and
+    # by the timer, every few batches; an advance sent at once must replace a held older one.
+    with make_channel(zk_connect, kafka_config, topic, proc, batch_max_events=1, commit_interval_ms=1):
+        wait_until(lambda: committed(zk, topic) == {0: 5000}, timeout=60, what="every event committed")
+    assert proc.count() == 5000
+    landed = [c for c in proc.landed if c is not None]
+    assert len(set(landed)) > 20, "too few commits landed while batches ran to show anything"
+    backwards = [(a, b) for a, b in zip(landed, landed[1:]) if b < a]
+    assert backwards == [], f"an older offset landed after a newer one: {backwards[:5]}"
