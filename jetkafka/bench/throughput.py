@@ -144,24 +144,30 @@ def jetkafka_run(
 
 def _partitions_taken(channel: Any, timeout: float) -> float:
     """When the channel took its partitions (and handed them to its fetcher)."""
-    deadline = time.monotonic() + timeout
-    while not channel.partitions():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"the channel took no partition in {timeout:.0f} s")
-        time.sleep(0.0005)
-    return time.perf_counter()
+    return _when(lambda: bool(channel.partitions()), timeout, lambda: f"the channel took no partition in {timeout:.0f} s")
 
 
 def _all_committed(channel: Any, topic: str, ends: dict[int, int], timeout: float) -> float:
     """When the last commit landed in ZooKeeper: every batch is processed, commits may still travel."""
+
+    def committed() -> dict[int, int | None]:
+        return {p.partition: p.committed for p in channel.partitions() if p.topic == topic}
+
+    return _when(
+        lambda: all(committed().get(p) == end for p, end in ends.items()),
+        timeout,
+        lambda: f"commits did not reach the end of {topic} in {timeout:.0f} s: {committed()}",
+    )
+
+
+def _when(done: Callable[[], bool], timeout: float, failure: Callable[[], str]) -> float:
+    """``time.perf_counter()`` as soon as ``done()`` holds, polled every 0.5 ms."""
     deadline = time.monotonic() + timeout
-    while True:
-        committed = {p.partition: p.committed for p in channel.partitions() if p.topic == topic}
-        if all(committed.get(p) == end for p, end in ends.items()):
-            return time.perf_counter()
+    while not done():
         if time.monotonic() > deadline:
-            raise RuntimeError(f"commits did not reach the end of {topic} in {timeout:.0f} s: {committed}")
+            raise RuntimeError(failure())
         time.sleep(0.0005)
+    return time.perf_counter()
 
 
 def variants(cluster: BenchCluster, topic: str, total: int) -> list[Variant]:

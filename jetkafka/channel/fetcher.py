@@ -242,27 +242,30 @@ class Fetcher:
             i += 1
 
     def _assign(self, positions: dict[Key, int]) -> None:
-        """Fetch each partition from its offset; one librdkafka call for all of them."""
-        if len(positions) > 1:
-            try:
-                # Re-assigning discards whatever librdkafka pre-fetched from the old position.
-                again = [TopicPartition(t, p) for (t, p) in positions if (t, p) in self._assigned]
-                if again:
-                    self.consumer.incremental_unassign(again)
-                    self._assigned.difference_update(positions)
-                self.consumer.incremental_assign([TopicPartition(t, p, o) for (t, p), o in positions.items()])
-            except KafkaException as exc:
+        """Fetch each partition from its offset; one librdkafka call for all of them, or, if
+        that fails, one call each, so one bad partition does not hold up the others."""
+        try:
+            # Re-assigning discards whatever librdkafka pre-fetched from the old position.
+            again = [TopicPartition(t, p) for (t, p) in positions if (t, p) in self._assigned]
+            if again:
+                self.consumer.incremental_unassign(again)
+                self._assigned.difference_update(positions)
+            self.consumer.incremental_assign([TopicPartition(t, p, o) for (t, p), o in positions.items()])
+        except KafkaException as exc:
+            if len(positions) > 1:
                 log.warning("assigning %d partitions together failed (%s); assigning one by one", len(positions), exc)
-            else:
-                self._assigned.update(positions)
                 for key, offset in positions.items():
-                    try:
-                        self._fetching_from(key, offset)
-                    except KafkaException as exc:
-                        log.error("%s[%d]: setting pause/resume at offset %d failed: %s", key[0], key[1], offset, exc)
-                return
+                    self._assign({key: offset})
+            else:
+                for (topic, partition), offset in positions.items():
+                    log.error("%s[%d]: assign of offset %d failed: %s", topic, partition, offset, exc)
+            return
+        self._assigned.update(positions)
         for key, offset in positions.items():
-            self._apply("assign", key, offset)
+            try:
+                self._fetching_from(key, offset)
+            except KafkaException as exc:
+                log.error("%s[%d]: setting pause/resume at offset %d failed: %s", key[0], key[1], offset, exc)
 
     def _fetching_from(self, key: Key, offset: int) -> None:
         state = self._states(key)
@@ -281,25 +284,20 @@ class Fetcher:
         log.debug("%s[%d]: fetching from offset %d", key[0], key[1], offset)
 
     def _apply(self, op: str, key: Key, offset: int) -> None:
-        tp = TopicPartition(key[0], key[1], offset)
+        """Unassign, pause, resume or mirror a commit (assignments go through :meth:`_assign`)."""
+        part = TopicPartition(key[0], key[1])
         try:
-            if op in ("assign", "seek"):
-                if key in self._assigned:
-                    self.consumer.incremental_unassign([TopicPartition(key[0], key[1])])
-                self.consumer.incremental_assign([tp])
-                self._assigned.add(key)
-                self._fetching_from(key, offset)
-            elif op == "unassign" and key in self._assigned:
-                self.consumer.incremental_unassign([TopicPartition(key[0], key[1])])
+            if op == "unassign" and key in self._assigned:
+                self.consumer.incremental_unassign([part])
                 self._assigned.discard(key)
             elif op == "pause" and key in self._assigned:
-                self.consumer.pause([TopicPartition(key[0], key[1])])
+                self.consumer.pause([part])
             elif op == "resume" and key in self._assigned:
                 state = self._states(key)
                 # Stay paused while the user paused it or its buffer is still over budget.
                 if state is None or not (state.paused or state.fetch_paused):
-                    self.consumer.resume([TopicPartition(key[0], key[1])])
+                    self.consumer.resume([part])
             elif op == "commit":
-                self.consumer.commit(offsets=[tp], asynchronous=True)
+                self.consumer.commit(offsets=[TopicPartition(key[0], key[1], offset)], asynchronous=True)
         except KafkaException as exc:
             log.error("%s[%d]: %s of offset %d failed: %s", key[0], key[1], op, offset, exc)
