@@ -440,11 +440,7 @@ class InboundChannel(ChannelControls, HotDeploy):
         assert self._fetcher is not None
         if (recovery := self._recovery) is not None:  # its recovery batch in hand is stored first
             recovery.partition_removed(state.lease)
-        with state.lock:
-            state.removed = True
-            state.budget.removed(len(state.messages), state.buffered_bytes)
-            state.messages.clear()
-            state.buffered_bytes = 0
+        state.remove()
         with self._states_cond:
             current = self._states.get(state.key) is state
             if current:

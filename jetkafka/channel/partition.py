@@ -11,9 +11,10 @@ from __future__ import annotations
 import enum
 import threading
 import time
+from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass
-from itertools import islice, repeat
+from itertools import accumulate, islice
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -59,7 +60,13 @@ class PartitionState:
         self.budget = budget
 
         self.lock = threading.Lock()
-        self.messages: deque[Message] = deque()
+        # Fetched runs (consecutive messages and their bytes), oldest first; the worker already
+        # took the first ``_head`` events of ``_runs[0]``. Runs are kept as the fetcher made
+        # them, so buffering and taking cost a few list operations per run, not per event; a run
+        # taken in part keeps its taken messages alive until it is used up (one fetch at most).
+        self._runs: deque[tuple[list[Message], int]] = deque()
+        self._head = 0
+        self.buffered = 0  # events in the buffer
         self.buffered_bytes = 0
         self.fetch_next = start_offset  # next offset the fetcher may append
         self.seek_pending = False  # drop appends until the fetcher re-positions
@@ -87,7 +94,10 @@ class PartitionState:
     # -- fetcher side ----------------------------------------------------------------------
 
     def append(self, run: list[Message]) -> bool:
-        """Append consecutive messages of this partition; returns True if fetching should pause."""
+        """Append consecutive messages of this partition; returns True if fetching should pause.
+
+        The list itself is kept (not copied): the fetcher hands it over and does not touch it again.
+        """
         with self.lock:
             if self.seek_pending or self.removed:
                 return False
@@ -96,13 +106,14 @@ class PartitionState:
                 run = [m for m in run if m.offset() >= self.fetch_next]
                 if not run:
                     return False
-            self.messages.extend(run)
             size = sum(map(len, run))
+            self._runs.append((run, size))
+            self.buffered += len(run)
             self.buffered_bytes += size
             self.budget.added(len(run), size)
             self.fetch_next = run[-1].offset() + 1
             k = self.PAUSE_FACTOR
-            full = len(self.messages) >= k * self.buffer_max_events or self.buffered_bytes >= k * self.buffer_max_bytes
+            full = self.buffered >= k * self.buffer_max_events or self.buffered_bytes >= k * self.buffer_max_bytes
             if full and not self.fetch_paused:
                 self.fetch_paused = True
                 return True
@@ -113,51 +124,97 @@ class PartitionState:
     def take_batch(self, max_events: int, max_bytes: int) -> tuple[list[Message], bool]:
         """Up to ``max_events`` / ``max_bytes`` (at least one event); and whether to resume fetching."""
         with self.lock:
-            msgs = self.messages
-            if len(msgs) <= max_events and self.buffered_bytes <= max_bytes:
-                batch = list(msgs)
-                msgs.clear()
-                size = self.buffered_bytes
-                self.buffered_bytes = 0
-            else:
-                # Per-event work stays in C (islice, map, repeat): this runs for every event.
-                batch = list(islice(msgs, max_events))
-                size = sum(map(len, batch))
-                if size > max_bytes:
-                    size = 0
-                    for n, m in enumerate(batch):
-                        if n and size + len(m) > max_bytes:
-                            del batch[n:]
-                            break
-                        size += len(m)
-                popleft = msgs.popleft
-                for _ in repeat(None, len(batch)):
-                    popleft()
-                self.buffered_bytes -= size
-            self.budget.removed(len(batch), size)
+            batch, released = self._take(max_events, max_bytes)
+            self.buffered -= len(batch)
+            self.buffered_bytes -= released
+            self.budget.removed(len(batch), released)
             resume = False
             if self.fetch_paused and (
-                len(msgs) <= self.buffer_max_events and self.buffered_bytes <= self.buffer_max_bytes
+                self.buffered <= self.buffer_max_events and self.buffered_bytes <= self.buffer_max_bytes
             ):
                 self.fetch_paused = False
                 resume = True
             return batch, resume
 
+    def _take(self, max_events: int, max_bytes: int) -> tuple[list[Message], int]:
+        """Remove the next batch from the buffer (``lock`` held); and the bytes that frees.
+
+        Runs are joined list to list, so the work per event stays in C: this runs for every
+        event the channel processes. Bytes are counted per run and freed when a run is used up
+        (``buffered_bytes`` may count up to one run taken in part); a run's size bounds any part
+        of it, so sizes of single events are added up only for a run that may not fit.
+        """
+        runs = self._runs
+        batch: list[Message] = []
+        room = max_bytes
+        released = 0
+        while runs and len(batch) < max_events:
+            run, run_bytes = runs[0]
+            head = self._head
+            n = min(len(run) - head, max_events - len(batch))
+            if run_bytes > room:
+                fits = bisect_right(list(accumulate(map(len, islice(run, head, head + n)))), room)
+                n = fits if fits or batch else 1  # a batch holds at least one event
+                if not n:
+                    break
+            piece = run if head == 0 and n == len(run) else run[head : head + n]
+            batch = piece if not batch else batch + piece
+            room -= run_bytes
+            if head + n < len(run):
+                self._head = head + n
+                break
+            runs.popleft()
+            self._head = 0
+            released += run_bytes
+        return batch, released
+
+    def _clear(self) -> None:
+        """Drop the whole buffer (``lock`` held)."""
+        self.budget.removed(self.buffered, self.buffered_bytes)
+        self._runs.clear()
+        self._head = 0
+        self.buffered = 0
+        self.buffered_bytes = 0
+
+    def buffered_messages(self) -> list[Message]:
+        """A copy of the buffered events, oldest first."""
+        with self.lock:
+            out: list[Message] = []
+            head = self._head
+            for run, _ in self._runs:
+                out += run[head:]
+                head = 0
+            return out
+
     def unread(self, messages: list[Message]) -> None:
         """Put the tail of a batch back at the front of the buffer (a seek inside the batch)."""
         with self.lock:
-            self.messages.extendleft(reversed(messages))
-            size = sum(len(m) for m in messages)
-            self.buffered_bytes += size
+            released = 0
+            if self._head:
+                run, run_bytes = self._runs[0]
+                rest = run[self._head :]
+                rest_bytes = sum(map(len, rest))
+                self._runs[0] = (rest, rest_bytes)
+                self._head = 0
+                released = run_bytes - rest_bytes
+            size = sum(map(len, messages))
+            self._runs.appendleft((messages, size))
+            self.buffered += len(messages)
+            self.buffered_bytes += size - released
             self.budget.added(len(messages), size)
+            self.budget.removed(0, released)
         self.position = messages[0].offset()
+
+    def remove(self) -> None:
+        """The partition left the channel: nothing more is buffered or appended."""
+        with self.lock:
+            self.removed = True
+            self._clear()
 
     def reposition(self, offset: int) -> None:
         """Drop the buffer and expect the fetcher to restart at ``offset``."""
         with self.lock:
-            self.budget.removed(len(self.messages), self.buffered_bytes)
-            self.messages.clear()
-            self.buffered_bytes = 0
+            self._clear()
             self.fetch_next = offset
             self.seek_pending = True
             self.fetch_paused = False
@@ -186,13 +243,13 @@ class PartitionState:
             self.partition,
             self.position,
             self.lease.committed,
-            len(self.messages),
+            self.buffered,
             self.paused,
             self.halted,
         )
 
     def has_buffered(self) -> bool:
-        return bool(self.messages) or self.redeliver is not None
+        return self.buffered > 0 or self.redeliver is not None
 
     def __repr__(self) -> str:
         return f"{self.topic}[{self.partition}]@{self.position}"

@@ -1,4 +1,5 @@
-"""The fetcher's assignments: partitions taken together are fetched together, the latest position wins."""
+"""The fetcher: partitions taken together are fetched together, the latest position wins, and
+each run of a partition's messages reaches that partition's buffer in order."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaError, Message, TopicPartition
 
 from jetkafka.channel.budget import BufferBudget
 from jetkafka.channel.fetcher import Fetcher
@@ -30,6 +31,19 @@ class RecordingConsumer:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._consumer, name)
+
+
+class ScriptedConsumer(RecordingConsumer):
+    """Once assigned, ``consume`` returns the given lists of messages, one per call."""
+
+    def __init__(self, consumer: Any, script: list[list[Message]]) -> None:
+        super().__init__(consumer)
+        self._script = script
+
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]:
+        if self.assign_calls and self._script:
+            return self._script.pop(0)
+        return self._consumer.consume(num_messages=num_messages, timeout=timeout)
 
 
 @contextmanager
@@ -56,8 +70,7 @@ def held_partitions(
 
 
 def buffered_offsets(state: PartitionState) -> list[int]:
-    with state.lock:
-        return [m.offset() for m in state.messages]
+    return [m.offset() for m in state.buffered_messages()]
 
 
 def wait_buffered(states: dict[int, PartitionState], want: dict[int, list[int]], timeout: float = 30.0) -> None:
@@ -94,3 +107,27 @@ def test_a_seek_queued_after_the_assignment_of_its_partition_wins(
         fetcher.start()  # both commands are taken in one go: the later position counts
         wait_buffered(states, {0: [3, 4], 1: [1, 2, 3, 4]})
         assert recording.assign_calls == [[(0, 3), (1, 1)]]
+
+
+def test_runs_of_several_partitions_in_one_fetch_reach_each_buffer_in_order(
+    zk_connect: str, kafka_config: dict[str, Any], topic_factory: Any
+) -> None:
+    topic = topic_factory(partitions=3)
+
+    def at(partition: int, *offsets: int) -> list[Message]:
+        return [Message(topic=topic, partition=partition, offset=o, value=b"v") for o in offsets]
+
+    transport = Message(topic=topic, partition=1, error=KafkaError(KafkaError._TRANSPORT))
+    script = [
+        at(0, 0, 1) + at(1, 0) + at(0, 2) + at(2, 0, 1),  # interleaved partitions
+        at(1, 1, 2, 3),  # one partition
+        at(2, 2) + [transport] + at(2, 3),  # an error between two messages of one partition
+    ]
+    with held_partitions(zk_connect, kafka_config, topic, {0: 0, 1: 0, 2: 0}) as (fetcher, recording, states):
+        scripted = ScriptedConsumer(recording, script)
+        fetcher.consumer = scripted  # type: ignore[assignment]
+        fetcher.assign({(topic, p): 0 for p in states})
+        fetcher.start()
+        wait_buffered(states, {0: [0, 1, 2], 1: [0, 1, 2, 3], 2: [0, 1, 2, 3]})
+        assert fetcher.events_fetched == 11
+
