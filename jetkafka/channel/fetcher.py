@@ -28,6 +28,13 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
 
+# A command (assign, seek, resume, ...) waits for the fetcher's current poll to end: at most
+# this long while partitions are assigned. Polls that find nothing cost a few microseconds.
+_POLL_S = 0.02
+# With nothing assigned the fetcher waits for a command and serves librdkafka's logs and
+# errors this often.
+_IDLE_WAIT_S = 0.1
+
 _partition_of = Message.partition
 _error_of = Message.error
 
@@ -35,8 +42,17 @@ _error_of = Message.error
 _FORCED = {"enable.auto.commit": False, "enable.auto.offset.store": False, "enable.partition.eof": False}
 
 
+# Defaults a ``kafka:`` section may override. When librdkafka's pre-fetch queue is past
+# ``queued.min.messages``, librdkafka postpones the next fetch of *every* partition by
+# ``fetch.queue.backoff.ms`` (its default, 1,000, is documented as a cause of ~1 s gaps): a
+# channel that drains its queue faster than that then sits idle for the rest of the second.
+# A broker answering with more than asked for (the dev stack's does) gets there on the first
+# fetch, and then the partitions that fetch left out wait.
+_DEFAULTS = {"auto.offset.reset": "error", "fetch.queue.backoff.ms": 50}
+
+
 def consumer_config(kafka: Mapping[str, Any], group: str) -> dict[str, Any]:
-    conf: dict[str, Any] = {"group.id": f"jetkafka.{group}", "auto.offset.reset": "error"}
+    conf: dict[str, Any] = {"group.id": f"jetkafka.{group}", **_DEFAULTS}
     conf.update(kafka)
     conf.update(_FORCED)
     return conf
@@ -162,11 +178,21 @@ class Fetcher:
     def _run(self) -> None:
         consume = self.consumer.consume
         while not self._stop.is_set():
-            self._apply_commands()
-            if not self._budget.wait_for_room(0.1):
-                continue
+            if self._assigned:
+                self._apply_commands()
+                if not self._budget.wait_for_room(0.1):
+                    continue
+                timeout = _POLL_S
+            else:
+                # Nothing to fetch: wait for a command rather than in consume(), so the first
+                # assignment is applied the moment it is posted.
+                try:
+                    self._apply_commands(self._commands.get(timeout=_IDLE_WAIT_S))
+                    continue
+                except queue.Empty:
+                    timeout = 0  # only serve librdkafka's logs and errors
             try:
-                msgs = consume(num_messages=self._max_poll, timeout=0.1)
+                msgs = consume(num_messages=self._max_poll, timeout=timeout)
             except KafkaException as exc:  # consumer closed or fatal
                 log.error("fetch failed: %s", exc)
                 self._stop.wait(1.0)
@@ -232,8 +258,8 @@ class Fetcher:
         else:
             log.warning("Kafka error%s: %s", f" on {key[0]}[{key[1]}]" if key else "", err.str())
 
-    def _apply_commands(self) -> None:
-        pending: list[tuple[str, dict[Key, int]]] = []
+    def _apply_commands(self, first: tuple[str, dict[Key, int]] | None = None) -> None:
+        pending: list[tuple[str, dict[Key, int]]] = [first] if first is not None else []
         while True:
             try:
                 pending.append(self._commands.get_nowait())

@@ -11,7 +11,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Message, TopicPartition
 
 from jetkafka.channel.budget import BufferBudget
-from jetkafka.channel.fetcher import Fetcher
+from jetkafka.channel.fetcher import Fetcher, consumer_config
 from jetkafka.channel.partition import PartitionState
 from jetkafka.coordination.ownership import PartitionOwnership
 from tests.support.channels import values
@@ -131,3 +131,11 @@ def test_runs_of_several_partitions_in_one_fetch_reach_each_buffer_in_order(
         wait_buffered(states, {0: [0, 1, 2], 1: [0, 1, 2, 3], 2: [0, 1, 2, 3]})
         assert fetcher.events_fetched == 11
 
+
+def test_consumer_properties_pass_through_and_defaults_give_way() -> None:
+    conf = consumer_config({"bootstrap.servers": "b:9092", "client.id": "c"}, "orders")
+    assert conf["client.id"] == "c" and conf["group.id"] == "jetkafka.orders"
+    assert conf["fetch.queue.backoff.ms"] == 50  # not librdkafka's 1,000 ms
+    conf = consumer_config({"fetch.queue.backoff.ms": 1000, "enable.auto.commit": True}, "orders")
+    assert conf["fetch.queue.backoff.ms"] == 1000  # a kafka: section overrides a default
+    assert conf["enable.auto.commit"] is False  # but never what manual offsets need
