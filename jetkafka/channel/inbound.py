@@ -48,6 +48,10 @@ from jetkafka.processors.loading import load_processor
 
 log = logging.getLogger("jetkafka.channel")
 
+# Turns a worker runs in a row on one partition before it gives it back all the same, so no
+# worker stays on one partition without passing through the queue.
+_KEPT_TURNS = 64
+
 Key = tuple[str, int]
 
 
@@ -354,6 +358,10 @@ class InboundChannel(ChannelControls, HotDeploy):
                 continue
             try:
                 runner.run_turn(state)
+                for _ in range(_KEPT_TURNS):
+                    if self._workers_stop.is_set() or not queue.keep(state):
+                        break
+                    runner.run_turn(state)
             except Exception:
                 # Kafka or ZooKeeper calls inside a turn can fail; the partition is retried.
                 log.exception("%s[%d]: turn failed at offset %d; retrying in 1 s", *state.key, state.position)

@@ -7,6 +7,11 @@ one lock; so events of one partition are processed by one thread at a time, in o
 A partition is queued when it has work: buffered events, a batch to re-deliver, a release or
 a loss to handle, or an idle callback due. ``wait(ms)`` responses and error back-offs hold it
 out of the queue until their time has come (releases and losses do not wait).
+
+A worker whose partition still has work when its turn ends keeps it for the next turn as long
+as no other partition waits for a worker (:meth:`PartitionQueue.keep`): a backlog then costs
+no hand-off between threads per batch, and no partition waits behind another's backlog for
+longer than the batch in hand.
 """
 
 from __future__ import annotations
@@ -91,6 +96,12 @@ class PartitionQueue:
                     return None
                 self._cond.wait(max(0.0, wake - now))
             return None
+
+    def keep(self, state: PartitionState) -> bool:
+        """Whether the worker holding ``state`` should run its next turn at once instead of
+        giving it back: it has work now and no other partition is waiting for a worker."""
+        with self._cond:
+            return not self._ready and not self._closed and self._due(state, time.monotonic()) == 0.0
 
     def give_back(self, state: PartitionState) -> None:
         """The worker is done with its turn; the partition is queued again if it has work."""

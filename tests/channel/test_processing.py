@@ -25,6 +25,33 @@ def test_every_event_once_in_order_one_thread_per_partition(zk, zk_connect, kafk
         assert offsets == list(range(1000)), f"partition {p} out of order"
 
 
+def test_a_worker_with_a_backlog_gives_way_to_a_waiting_partition(
+    zk, zk_connect, kafka_config, topic_factory, produce
+) -> None:
+    # One worker, two partitions with a backlog each: it keeps a partition for its next batch
+    # only while no other partition waits, so the batches alternate instead of one backlog
+    # being worked off first.
+    topic = topic_factory(partitions=2)
+    produce(topic, values(2000, 2))
+    heads: list[int] = []
+
+    def respond(source: PartitionSource, events: EventBatch) -> BatchResponse:
+        heads.append(source.partition)
+        return BatchResponse.advance()
+
+    proc = RecordingProcessor(respond)
+    with make_channel(zk_connect, kafka_config, topic, proc, threads=1, batch_max_events=10):
+        wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 1000, 1: 1000}, what="commits")
+    assert proc.violations == []
+    both = max(heads.index(0), heads.index(1))  # from here on both partitions had data
+    last_of_either = min(len(heads) - 1 - heads[::-1].index(p) for p in (0, 1))
+    longest, run = 1, 1
+    for before, now in zip(heads[both:last_of_either], heads[both + 1 : last_of_either + 1]):
+        run = run + 1 if now == before else 1
+        longest = max(longest, run)
+    assert longest <= 3, f"{longest} batches of one partition in a row while the other waited"
+
+
 def test_get_next_moves_on_without_committing(zk, zk_connect, kafka_config, topic_factory, produce) -> None:
     topic = topic_factory(partitions=1)
     produce(topic, values(300, 1))
