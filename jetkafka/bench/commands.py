@@ -26,7 +26,7 @@ SIZES = {
     "spark_events": (200_000, 20_000),
     "memory_events": (5_000_000, 100_000),
     "trials": (20, 2),
-    "repeat": (5, 1),
+    "repeat": (7, 1),
     "session_timeout_s": (None, 3.0),  # None: the configuration's (ZooKeeper default 10 s)
 }
 
@@ -52,7 +52,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     bench.add_argument("--memory-events", type=_positive, metavar="N",
                        help="backlog of the memory figure (default 5,000,000; quick 100,000)")
     bench.add_argument("--trials", type=_positive, metavar="N", help="hand-off trials per signal (default 20; quick 2)")
-    bench.add_argument("--repeat", type=_positive, metavar="N", help="throughput runs per variant (default 5; quick 1)")
+    bench.add_argument(
+        "--repeat", type=_positive, metavar="N", help="throughput runs per variant, Spark builds per path (default 7; quick 1)"
+    )
     bench.add_argument("--session-timeout", type=float, metavar="S",
                        help="ZooKeeper session timeout of the hand-off instances (default: the configuration's, "
                        "10 s without --config; quick 3 s)")
