@@ -4,7 +4,8 @@ Backpressure without waste: when the buffers of all owned partitions together re
 budget, the fetcher stops polling; librdkafka's own queue is bounded
 (``queued.max.messages.kbytes``), so fetching from the broker stops too and nothing fetched is
 thrown away. Pausing a partition in librdkafka discards what it pre-fetched for it, so that is
-kept for a partition far beyond its own share (a slow processor among fast ones).
+kept for a partition far beyond its own share (a slow processor among fast ones) while the
+budget is spent, so that the others' events can flow again.
 """
 
 from __future__ import annotations
@@ -42,6 +43,11 @@ class BufferBudget:
             self._bytes -= size
             if was_full and not self._full():
                 self._cond.notify_all()
+
+    def spent(self) -> bool:
+        """Whether the buffers together have reached the budget (the fetcher waits for room)."""
+        with self._cond:
+            return self._full()
 
     def wait_for_room(self, timeout: float) -> bool:
         """Block while the budget is spent; True when there is room."""

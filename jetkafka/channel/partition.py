@@ -45,7 +45,9 @@ class PartitionSnapshot:
 
 
 class PartitionState:
-    # A partition is paused in librdkafka only this far beyond its own share of the budget.
+    # A partition is paused in librdkafka only this far beyond its own share of the budget, and
+    # only once the channel's budget is spent: a pause throws away what librdkafka fetched ahead
+    # for it, which is wasted while the fetcher has room for it anyway.
     PAUSE_FACTOR = 4
 
     def __init__(
@@ -114,7 +116,7 @@ class PartitionState:
             self.fetch_next = run[-1].offset() + 1
             k = self.PAUSE_FACTOR
             full = self.buffered >= k * self.buffer_max_events or self.buffered_bytes >= k * self.buffer_max_bytes
-            if full and not self.fetch_paused:
+            if full and not self.fetch_paused and self.budget.spent():
                 self.fetch_paused = True
                 return True
             return False

@@ -106,6 +106,17 @@ def test_a_partition_far_over_its_share_pauses_fetching_until_drained() -> None:
     assert budget.buffered == (0, 0)
 
 
+def test_a_partition_over_its_share_is_paused_only_once_the_channel_budget_is_spent() -> None:
+    # Eight partitions share a budget of 800 events. One partition that gets all the data (a
+    # broker answering partition after partition) keeps fetching while the others leave room:
+    # a pause would throw away what librdkafka fetched ahead for it.
+    state, budget = new_state(buffer_events=100)
+    budget.set_partitions(8)
+    pauses = [state.append(fetched(o, 100)) for o in range(0, 800, 100)]
+    assert pauses == [False] * 7 + [True]  # 400 is 4 x its share, but only 800 spends the budget
+    assert budget.spent()
+
+
 def test_reposition_and_removal_drop_the_buffer_and_its_budget() -> None:
     state, budget = new_state()
     state.append(fetched(0, 100))
