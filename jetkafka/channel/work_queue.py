@@ -80,11 +80,7 @@ class PartitionQueue:
         with self._cond:
             while not self._closed:
                 now = time.monotonic()
-                while self._timers and self._timers[0][0] <= now:
-                    at, _, state = heapq.heappop(self._timers)
-                    if state.timer_at == at:
-                        state.timer_at = None
-                    self._offer_locked(state, now)
+                self._offer_due_locked(now)
                 if self._ready:
                     state = self._ready.popleft()
                     state.turn = Turn.IN_HAND
@@ -99,9 +95,20 @@ class PartitionQueue:
 
     def keep(self, state: PartitionState) -> bool:
         """Whether the worker holding ``state`` should run its next turn at once instead of
-        giving it back: it has work now and no other partition is waiting for a worker."""
+        giving it back: it has work now and no other partition is waiting for a worker (one
+        whose wait or back-off just ran out counts as waiting)."""
         with self._cond:
-            return not self._ready and not self._closed and self._due(state, time.monotonic()) == 0.0
+            now = time.monotonic()
+            self._offer_due_locked(now)
+            return not self._ready and not self._closed and self._due(state, now) == 0.0
+
+    def _offer_due_locked(self, now: float) -> None:
+        """Queue the partitions whose timer has come."""
+        while self._timers and self._timers[0][0] <= now:
+            at, _, state = heapq.heappop(self._timers)
+            if state.timer_at == at:
+                state.timer_at = None
+            self._offer_locked(state, now)
 
     def give_back(self, state: PartitionState) -> None:
         """The worker is done with its turn; the partition is queued again if it has work."""

@@ -1,0 +1,61 @@
+"""The partition queue: a worker keeps its partition only while no other one waits."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+from confluent_kafka import Message
+
+from jetkafka.channel.budget import BufferBudget
+from jetkafka.channel.partition import PartitionState
+from jetkafka.channel.work_queue import PartitionQueue
+
+
+def with_backlog(partition: int, budget: BufferBudget) -> PartitionState:
+    lease = SimpleNamespace(topic="t", partition=partition, key=("t", partition), committed=None)
+    state = PartitionState(lease, 0, 1000, 1 << 20, budget)  # type: ignore[arg-type]
+    state.append([Message(topic="t", partition=partition, offset=o, value=b"v") for o in range(100)])
+    return state
+
+
+def test_a_worker_keeps_its_partition_until_another_one_is_queued() -> None:
+    budget = BufferBudget(1000, 1 << 20)
+    queue = PartitionQueue(idle_ms=0)
+    a, b = with_backlog(0, budget), with_backlog(1, budget)
+    queue.offer(a)
+    assert queue.take(timeout=1) is a
+    assert queue.keep(a)  # a backlog and nobody waiting
+    queue.offer(b)
+    assert not queue.keep(a)  # b waits for a worker: a goes back to the queue
+    queue.give_back(a)
+    assert queue.take(timeout=1) is b
+
+
+def test_a_partition_whose_wait_ran_out_counts_as_waiting() -> None:
+    budget = BufferBudget(1000, 1 << 20)
+    queue = PartitionQueue(idle_ms=0)
+    a, b = with_backlog(0, budget), with_backlog(1, budget)
+    b.not_before = time.monotonic() + 0.05  # a wait(50 ms) response or an error back-off
+    queue.offer(b)
+    queue.offer(a)
+    assert queue.take(timeout=1) is a
+    assert queue.keep(a)  # b's time has not come
+    time.sleep(0.1)
+    assert not queue.keep(a)  # it has now, and no other worker took it off the timer
+    queue.give_back(a)
+    assert queue.take(timeout=1) is b
+
+
+def test_a_partition_without_work_or_a_closed_queue_is_given_back() -> None:
+    budget = BufferBudget(1000, 1 << 20)
+    queue = PartitionQueue(idle_ms=0)
+    a = with_backlog(0, budget)
+    queue.offer(a)
+    assert queue.take(timeout=1) is a
+    a.take_batch(1000, 1 << 20)
+    assert not queue.keep(a)  # nothing buffered
+    a.append([Message(topic="t", partition=0, offset=100, value=b"v")])
+    assert queue.keep(a)
+    queue.close()
+    assert not queue.keep(a)
