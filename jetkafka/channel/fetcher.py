@@ -44,8 +44,8 @@ _FORCED = {"enable.auto.commit": False, "enable.auto.offset.store": False, "enab
 
 # Defaults a ``kafka:`` section may override. When librdkafka's pre-fetch queue is past
 # ``queued.min.messages``, librdkafka postpones the next fetch of *every* partition by
-# ``fetch.queue.backoff.ms`` (its default, 1,000, is documented as a cause of ~1 s gaps): a
-# channel that drains its queue faster than that then sits idle for the rest of the second.
+# ``fetch.queue.backoff.ms`` (default 1,000; its documentation advises lowering it when ~1 s
+# gaps between messages appear): a channel that drains its queue sooner sits idle meanwhile.
 # A broker answering with more than asked for (the dev stack's does) gets there on the first
 # fetch, and then the partitions that fetch left out wait.
 _DEFAULTS = {"auto.offset.reset": "error", "fetch.queue.backoff.ms": 50}
