@@ -88,7 +88,7 @@ class CommitPipeline:
         """Keep ``offset`` waiting if the partition's last commit went out less than the
         interval ago (under ``_answer``); the timer sends it then. Otherwise the caller sends
         it, and an older advance still waiting is dropped: it must not land after this one."""
-        at = self._sent_at.get(state, 0.0) + self._interval_s
+        at = self._next_send_at(state)
         if at <= time.monotonic():
             self._waiting.pop(state, None)
             return False
@@ -97,6 +97,10 @@ class CommitPipeline:
             self._answer.notify_all()
         self._waiting[state] = offset
         return True
+
+    def _next_send_at(self, state: PartitionState) -> float:
+        """When the partition's next commit may go out: the interval after its last one."""
+        return self._sent_at.get(state, 0.0) + self._interval_s
 
     def _send_when_due(self) -> None:
         while True:
@@ -112,7 +116,7 @@ class CommitPipeline:
                     # Settled, sent or re-timed since: nothing to do for this entry.
                     if state in self._in_flight or state not in self._waiting:
                         continue
-                    at = self._sent_at.get(state, 0.0) + self._interval_s
+                    at = self._next_send_at(state)
                     if at > now:
                         heapq.heappush(self._due, (at, next(self._seq), state))
                         continue
@@ -128,7 +132,7 @@ class CommitPipeline:
             self._interval_s = interval_s
             for state in self._waiting:
                 if state not in self._in_flight:
-                    heapq.heappush(self._due, (self._sent_at.get(state, 0.0) + interval_s, next(self._seq), state))
+                    heapq.heappush(self._due, (self._next_send_at(state), next(self._seq), state))
             self._answer.notify_all()
 
     def close(self) -> None:
