@@ -34,6 +34,10 @@ _POLL_S = 0.02
 # With nothing assigned the fetcher waits for a command and serves librdkafka's logs and
 # errors this often.
 _IDLE_WAIT_S = 0.1
+# Messages per consume() call. A list of 500 messages of 200 B (about 200 KB of Python objects)
+# is still warm in the CPU cache when it is routed and taken; with 1,000 per call both the
+# channel and a plain consume loop used more CPU per event (docs/performance.md, sixth round).
+MAX_POLL = 500
 
 _partition_of = Message.partition
 _error_of = Message.error
@@ -66,7 +70,7 @@ class Fetcher:
         states: Callable[[Key], PartitionState | None],
         on_data: Callable[[PartitionState], None],
         budget: BufferBudget,
-        max_poll: int = 1000,
+        max_poll: int = MAX_POLL,
     ) -> None:
         self._conf = consumer_config(kafka, group)
         self._bootstrap = str(self._conf.get("bootstrap.servers", "?"))
