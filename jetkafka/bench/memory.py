@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from jetkafka.bench.stack import BenchCluster
+from jetkafka.devstack.lifetime import die_with_parent
 
 log = logging.getLogger("jetkafka.bench")
 
@@ -70,6 +71,7 @@ def jetkafka_child(cluster: BenchCluster, topic: str, events: int, workdir: Path
         [sys.executable, "-m", "jetkafka", "run", str(config_path), "--no-watch", "--log-level", "WARNING"],
         stdout=out,
         stderr=subprocess.STDOUT,
+        preexec_fn=die_with_parent(),
     )
     sampler = Sampler(proc.pid)
     zk = cluster.zk_client()
@@ -146,6 +148,7 @@ def plain_child(cluster: BenchCluster, topic: str, events: int, workdir: Path) -
         ],
         stdout=out,
         stderr=subprocess.STDOUT,
+        preexec_fn=die_with_parent(),
     )
     sampler = Sampler(proc.pid)
     started = time.perf_counter()

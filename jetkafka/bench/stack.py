@@ -258,7 +258,7 @@ def open_cluster(config_path: str | os.PathLike[str] | None) -> Iterator[BenchCl
     from jetkafka.devstack import DevStack
 
     state_dir = Path(tempfile.mkdtemp(prefix="jetkafka-bench-stack-"))
-    stack = DevStack(state_dir)
+    stack = DevStack(state_dir, ephemeral=True)
     info = stack.up(zookeeper_port=0, broker_port=0)
     try:
         cluster = BenchCluster(

@@ -15,6 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from jetkafka.devstack.lifetime import die_with_parent
 from jetkafka.devstack.ports import LOOPBACK, free_port
 
 
@@ -55,6 +56,7 @@ class TansuBroker:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=die_with_parent(),
         )
         deadline = time.monotonic() + timeout
         while True:

@@ -2,7 +2,9 @@
 
 A :class:`ServerProcess` owns one directory holding the server's pid file and console output.
 It is started in a new session so that it outlives the command that started it (``jetkafka dev
-up`` returns while the servers keep running) and is not hit by the terminal's Ctrl-C.
+up`` returns while the servers keep running) and is not hit by the terminal's Ctrl-C. A server
+of one test run or one benchmark sets :attr:`ServerProcess.ends_with_parent` instead: it is
+then killed when the thread that launched it ends (see :mod:`jetkafka.devstack.lifetime`).
 
 Guarantees:
 
@@ -31,6 +33,7 @@ from typing import Any
 
 import psutil
 
+from jetkafka.devstack.lifetime import die_with_parent
 from jetkafka.errors import DevStackError
 
 __all__ = ["ProcessRecord", "ServerProcess", "tail"]
@@ -115,6 +118,8 @@ class ServerProcess:
 
     name = "server"
     stop_signal: signal.Signals = signal.SIGTERM
+    # Killed when the launching thread ends, even by SIGKILL (Linux); else it outlives it.
+    ends_with_parent = False
     host: str
     port: int
 
@@ -209,6 +214,7 @@ class ServerProcess:
                     stdout=out,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
+                    preexec_fn=die_with_parent() if self.ends_with_parent else None,
                 )
             except OSError as exc:
                 raise DevStackError(f"cannot start {self.name} ({argv[0]}): {exc}") from exc

@@ -17,7 +17,9 @@ Guarantees:
   one ``up`` to the next, and so does the data.
 * If ``up`` fails, the servers it started in that call are stopped again before the error
   propagates; servers that were already running are not touched.
-* The servers run detached (their own session), so they outlive the process that started them.
+* The servers run detached (their own session), so they outlive the process that started them;
+  an ``ephemeral`` stack's servers are killed instead when the thread that started them ends,
+  even if its process was killed with SIGKILL (Linux; elsewhere they outlive it too).
 """
 
 from __future__ import annotations
@@ -76,8 +78,9 @@ class StackInfo:
 class DevStack:
     """Start, stop and inspect the local ZooKeeper + broker pair kept in ``state_dir``."""
 
-    def __init__(self, state_dir: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, state_dir: str | os.PathLike[str] | None = None, *, ephemeral: bool = False) -> None:
         self.state_dir = Path(state_dir).absolute() if state_dir else default_state_dir()
+        self.ephemeral = ephemeral  # for one test run or benchmark: never outlive it
         self._servers: dict[str, ServerProcess] = {}
 
     def __repr__(self) -> str:
@@ -212,6 +215,7 @@ class DevStack:
             server = ZooKeeperServer(directory, port)
         else:
             server = LocalBroker(directory, port)
+        server.ends_with_parent = self.ephemeral
         self._servers[component] = server
         return server
 

@@ -267,6 +267,7 @@ class ZooKeeperEnsemble:
         tick_time_ms: int = 500,
         max_session_timeout_ms: int = 60_000,
         heap: str = "256m",
+        ends_with_parent: bool = False,
     ) -> None:
         if size < 1:
             raise ValueError("an ensemble needs at least one server")
@@ -289,6 +290,8 @@ class ZooKeeperEnsemble:
             )
             for sid in range(1, size + 1)
         ]
+        for server in self.servers:
+            server.ends_with_parent = ends_with_parent
 
     def __repr__(self) -> str:
         return f"ZooKeeperEnsemble({self.connect_string!r})"

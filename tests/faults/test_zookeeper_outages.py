@@ -175,6 +175,7 @@ def test_zookeeper_restart_shorter_than_the_session_timeout(
     tmp_path: Path, kafka_config: dict[str, Any], topic_factory, caplog: pytest.LogCaptureFixture
 ) -> None:
     server = ZooKeeperServer(tmp_path / "zk")
+    server.ends_with_parent = True
     server.start(timeout=90)
     try:
         topic = topic_factory(partitions=PARTITIONS)
@@ -205,7 +206,7 @@ def test_zookeeper_restart_shorter_than_the_session_timeout(
 def test_ensemble_losing_the_member_a_session_uses(
     tmp_path: Path, kafka_config: dict[str, Any], topic_factory, caplog: pytest.LogCaptureFixture
 ) -> None:
-    ensemble = ZooKeeperEnsemble(tmp_path / "ensemble", size=3)
+    ensemble = ZooKeeperEnsemble(tmp_path / "ensemble", size=3, ends_with_parent=True)
     ensemble.start(timeout=120)
     try:
         topic = topic_factory(partitions=PARTITIONS)

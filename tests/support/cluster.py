@@ -68,7 +68,7 @@ def docker_requested() -> bool:
 @contextlib.contextmanager
 def devstack_cluster(state_dir: Path) -> Iterator[Cluster]:
     """A DevStack in ``state_dir``, stopped on exit whatever happened."""
-    stack = DevStack(state_dir)
+    stack = DevStack(state_dir, ephemeral=True)
     try:
         info = stack.up()
         yield Cluster(zookeeper=info.zookeeper, bootstrap=info.bootstrap_servers, source="devstack")
