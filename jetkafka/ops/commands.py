@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Read the group of --config from ZooKeeper and Kafka; no channel needs to run.",
     )
     _common(status)
-    status.add_argument("--topic", action="append", metavar="T", help="topic to show (repeatable; default: channel.topics)")
+    _topics(status)
     status.set_defaults(func=cmd_status)
 
     offsets = subparsers.add_parser("offsets", help="show or reset a group's committed offsets")
@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     show = commands.add_parser("show", help="committed offset, watermarks and lag per partition")
     _common(show)
-    show.add_argument("--topic", action="append", metavar="T", help="topic to show (repeatable; default: channel.topics)")
+    _topics(show)
     show.set_defaults(func=cmd_offsets_show)
 
     reset = commands.add_parser(
@@ -71,6 +71,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="log level (default WARNING)"
     )
+
+
+def _topics(parser: argparse.ArgumentParser, what: str = "topic to show") -> None:
+    parser.add_argument("--topic", action="append", metavar="T", help=f"{what} (repeatable; default: channel.topics)")
 
 
 def _partitions(text: str) -> list[int]:

@@ -124,14 +124,14 @@ def cancel_recovery(
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``recovery`` with ``list`` and ``cancel`` to the main parser's subparsers."""
-    from jetkafka.ops.commands import _common, _partitions
+    from jetkafka.ops.commands import _common, _partitions, _topics
 
     recovery = subparsers.add_parser("recovery", help="show or cancel background recovery of backlogs")
     commands = recovery.add_subparsers(dest="recovery_command", metavar="{list,cancel}", required=True)
 
     show = commands.add_parser("list", help="recovery ranges, remaining and lost events per partition")
     _common(show)
-    show.add_argument("--topic", action="append", metavar="T", help="topic to show (repeatable; default: channel.topics)")
+    _topics(show)
     show.set_defaults(func=cmd_list)
 
     cancel = commands.add_parser(
@@ -143,7 +143,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
     )
     _common(cancel)
-    cancel.add_argument("--topic", action="append", metavar="T", help="topic (repeatable; default: channel.topics)")
+    _topics(cancel, "topic")
     cancel.add_argument("--partitions", type=_partitions, metavar="P,P", help="only these partitions (default: all)")
     cancel.set_defaults(func=cmd_cancel)
 
