@@ -111,7 +111,7 @@ class InboundChannel(ChannelControls, HotDeploy):
         self._watcher: ConfigWatcher | None = None
         self._reconfiguring = threading.Lock()
         self._responder: Any = None  # jetkafka.ops.responder.CommandResponder while running
-        self._metrics: Any = None  # jetkafka.ops.metrics.MetricsHandle while running
+        self._metrics: Any = None  # jetkafka.ops.metrics_endpoint.MetricsHandle while running
         self._recovery_processor = recovery_processor  # see jetkafka.recovery.service.choose_processor
         self._recovery: Any = None  # jetkafka.recovery.RecoveryService while running with recovery on
 
@@ -189,7 +189,7 @@ class InboundChannel(ChannelControls, HotDeploy):
 
             self._recovery = RecoveryService.for_channel(self, self._recovery_processor)  # before take-overs
             if self.config.metrics.port is not None:
-                from jetkafka.ops.metrics import attach_channel
+                from jetkafka.ops.metrics_endpoint import attach_channel
 
                 self._metrics = attach_channel(self)
             self._pause_watch = PauseWatch(

@@ -1,6 +1,8 @@
 """Operating a group: Prometheus metrics, ``jetkafka status``, and online offset resets.
 
-- :mod:`jetkafka.ops.metrics`: the metrics endpoint a channel serves when ``metrics.port`` is set.
+- :mod:`jetkafka.ops.metrics`: a channel's Prometheus metrics, read at each scrape.
+- :mod:`jetkafka.ops.metrics_endpoint`: the HTTP endpoint a channel serves them on when
+  ``metrics.port`` is set.
 - :mod:`jetkafka.ops.status`: the group as ZooKeeper and the brokers see it (``group_status``,
   ``show_offsets``); needs no running channel.
 - :mod:`jetkafka.ops.reset`: ``reset_offsets``, the command side of ResetOffset.
