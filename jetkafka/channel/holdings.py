@@ -1,0 +1,143 @@
+"""The channel's side of group membership: partitions taken, released and lost.
+
+:class:`GroupMembership` calls these methods (its ``PartitionHolder``) from the controller
+thread; they only set state and queue the partition, and the worker holding its turn does the
+rest, so a partition's events and its hand-over never run in two threads at once.
+
+Guarantees:
+
+* A partition taken starts at its committed offset; one without a commit starts at
+  ``auto_offset_reset``, committed before any event is handed over, so a later owner starts at
+  the same place. A take-over of a lagging partition may start where recovery says instead.
+* A release lets the worker in hand finish its batch and call ``on_stream_termination`` before
+  the owner node is given up; a loss (session expired, lease taken) commits nothing more.
+* Events the fetcher still delivers from an earlier assignment of a partition taken again are
+  dropped until the fetcher has moved to the new start offset.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from jetkafka.channel.partition import PartitionState
+from jetkafka.channel.start_offsets import commit_start_offsets
+
+if TYPE_CHECKING:
+    from jetkafka.channel.budget import BufferBudget
+    from jetkafka.channel.fetcher import Fetcher
+    from jetkafka.channel.stats import ChannelStats
+    from jetkafka.channel.work_queue import PartitionQueue
+    from jetkafka.config import JetkafkaConfig
+    from jetkafka.coordination.membership import GroupMembership
+    from jetkafka.coordination.ownership import Lease
+
+Key = tuple[str, int]
+
+
+class PartitionHoldings:
+    """Mixed into :class:`InboundChannel`; uses its partition states, fetcher and queue."""
+
+    config: JetkafkaConfig
+    stats: ChannelStats
+    _states: dict[Key, PartitionState]
+    _states_cond: threading.Condition
+    _budget: BufferBudget
+    _fetcher: Fetcher | None
+    _queue: PartitionQueue | None
+    _membership: GroupMembership | None
+    _recovery: Any  # jetkafka.recovery.RecoveryService while running with recovery on
+    _responder: Any  # jetkafka.ops.responder.CommandResponder while running
+    _suspended: bool
+    _committed: Callable[[Key, int], None]
+    _is_paused: Callable[[Key], bool]
+    _set_paused: Callable[[PartitionState, bool], None]
+
+    def _state(self, key: Key) -> PartitionState | None:
+        return self._states.get(key)
+
+    def partition_counts(self, topics: tuple[str, ...], missing_ok: bool = False) -> Mapping[str, int]:
+        assert self._fetcher is not None
+        return self._fetcher.partition_counts(topics, missing_ok=missing_ok)
+
+    def partitions_taken(self, leases: list[Lease]) -> None:
+        assert self._fetcher is not None and self._queue is not None and self._membership is not None
+        cfg = self.config.channel
+        # Already given up again (the channel is leaving the group): skip.
+        leases = [lease for lease in leases if self._membership.lease(lease.key) is lease]
+        fresh = [lease for lease in leases if lease.committed is None]
+        starts = commit_start_offsets(
+            fresh, self._fetcher, self._membership.offsets, cfg.auto_offset_reset, self._committed
+        )
+        positions: dict[Key, int] = {}
+        queued: list[PartitionState] = []
+        for lease in leases:
+            offset = lease.committed
+            if lease.key in starts:
+                offset = starts[lease.key]
+            elif offset is None:  # its initial commit failed (logged)
+                self._membership.finish_release(lease.key)
+                continue
+            elif (recovery := self._recovery) is not None:  # a backlog over recovery.max_partition_lag
+                offset = recovery.start_offset(lease)
+                if offset is None:  # the take-over commit failed (logged): give the partition up
+                    self._membership.finish_release(lease.key)
+                    continue
+            state = PartitionState(lease, offset, cfg.buffer_max_events, cfg.buffer_max_bytes, self._budget)
+            # Until the fetcher applies the assign below, it may still deliver from an earlier
+            # assignment of this partition (lost and taken again), past ``offset``: drop that.
+            state.seek_pending = True
+            with self._states_cond:
+                old = self._states.get(lease.key)
+                self._states[lease.key] = state
+                self._budget.set_partitions(len(self._states))
+            if old is not None:  # lost and taken again before a worker handled the loss
+                old.lost_reason = old.lost_reason or "taken again"
+            positions[lease.key] = offset
+            if self._is_paused(lease.key):
+                self._set_paused(state, True)
+            queued.append(state)
+        # One command for all: the first fetch then asks for every partition taken.
+        if positions:
+            self._fetcher.assign(positions)
+        for state in queued:
+            self._queue.offer(state)
+        if self._responder is not None:  # resets issued while the partition had another owner
+            self._responder.partitions_taken([lease.key for lease in leases])
+
+    def release_requested(self, keys: list[Key], reason: str) -> None:
+        assert self._queue is not None and self._membership is not None
+        for key in keys:
+            state = self._states.get(key)
+            if state is None:
+                self._membership.finish_release(key)
+                continue
+            state.release_reason = reason
+            self._queue.offer(state)
+
+    def partitions_lost(self, keys: list[Key], reason: str) -> None:
+        assert self._queue is not None
+        for key in keys:
+            state = self._states.get(key)
+            if state is not None:
+                state.lost_reason = reason
+                self._queue.offer(state)
+
+    def commits_suspended(self, suspended: bool) -> None:
+        self._suspended = suspended
+
+    def _remove(self, state: PartitionState) -> None:
+        assert self._fetcher is not None
+        if (recovery := self._recovery) is not None:  # its recovery batch in hand is stored first
+            recovery.partition_removed(state.lease)
+        state.remove()
+        with self._states_cond:
+            current = self._states.get(state.key) is state
+            if current:
+                del self._states[state.key]
+                self._budget.set_partitions(len(self._states))
+            self._states_cond.notify_all()
+        if current:  # else the partition was taken again already and is being fetched anew
+            self._fetcher.unassign(state.key)
+            self.stats.forget(state.key)
