@@ -33,6 +33,7 @@ from typing import Any
 import yaml
 
 from jetkafka.bench.stack import BenchCluster
+from jetkafka.devstack.lifetime import die_with_parent
 
 log = logging.getLogger("jetkafka.bench")
 
@@ -167,6 +168,8 @@ class Instance:
 class Group:
     """Two instances of one kind, started, balanced, signalled and replaced."""
 
+    kind = "instance"  # names the instances' log files, which share the work directory
+
     def __init__(self, workdir: Path, records: RecordLog, owners: Callable[[], dict[int, int]]) -> None:
         self.workdir = workdir
         self.records = records
@@ -179,13 +182,14 @@ class Group:
 
     def spawn(self) -> Instance:
         self._count += 1
-        log_path = self.workdir / f"instance-{self._count}.log"
+        log_path = self.workdir / f"{self.kind}-{self._count}.log"
         out = open(log_path, "wb")
         proc = subprocess.Popen(
             self.command(self._count),
             stdout=out,
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            preexec_fn=die_with_parent(),
         )
         inst = Instance(proc, time.time(), log_path, out)
         self.instances.append(inst)
@@ -253,13 +257,18 @@ class Group:
         self.spawn()
         return [t - at for t in got.values()]
 
-    def stop(self) -> None:
+    def stop_instances(self) -> None:
         for inst in self.instances:
             inst.stop()
         self.instances.clear()
 
+    def stop(self) -> None:
+        self.stop_instances()
+
 
 class JetkafkaGroup(Group):
+    kind = "jetkafka"
+
     def __init__(
         self, cluster: BenchCluster, topic: str, workdir: Path, records: RecordLog, session_timeout_s: float
     ) -> None:
@@ -301,6 +310,8 @@ class JetkafkaGroup(Group):
 
 
 class ConsumerGroup(Group):
+    kind = "group-member"
+
     def __init__(
         self, bootstrap: str, topic: str, workdir: Path, records: RecordLog, group: str, session_timeout_ms: int
     ) -> None:
@@ -355,7 +366,8 @@ SIGNALS = {"graceful": signal.SIGTERM, "kill": signal.SIGKILL}
 
 
 def run_trials(group: Group, trials: int, progress: Any, label: str, kinds: tuple[str, ...]) -> dict[str, Any]:
-    """``trials`` trials per kind; a failing trial ends its kind with the figures so far and the error."""
+    """``trials`` trials per kind; a failing trial ends its kind with the figures so far and the error,
+    and the next kind starts with a fresh pair of instances."""
     out: dict[str, Any] = {}
     if not group.instances:
         for _ in range(INSTANCES):
@@ -378,8 +390,9 @@ def run_trials(group: Group, trials: int, progress: Any, label: str, kinds: tupl
         out[name] = summarise(latencies, done)
         if error is not None:
             out[name]["error"] = error
-            progress.advance(trials * (len(kinds) - 1 - kinds.index(name)))
-            break
+            group.stop_instances()
+            for _ in range(INSTANCES):
+                group.spawn()
     return out
 
 

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from jetkafka.bench import report
-from jetkafka.bench.handoff import percentile
+from jetkafka.bench.handoff import INSTANCES, percentile, run_trials
+from jetkafka.bench.progress import Progress
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -129,3 +130,35 @@ def test_percentile_is_nearest_rank() -> None:
     assert percentile(values, 99) == 99.0
     assert percentile([3.0], 99) == 3.0
     assert percentile([1.0, 2.0], 50) == 1.0
+
+
+class _ScriptedGroup:
+    """A hand-off group whose third graceful trial fails, as when an instance dies at start."""
+
+    def __init__(self) -> None:
+        self.instances: list[int] = []
+        self.spawned = 0
+        self.trials: list[str] = []
+
+    def spawn(self) -> None:
+        self.spawned += 1
+        self.instances.append(self.spawned)
+
+    def stop_instances(self) -> None:
+        self.instances.clear()
+
+    def trial(self, sig: Any) -> list[float]:
+        kind = "graceful" if sig.name == "SIGTERM" else "kill"
+        self.trials.append(kind)
+        if kind == "graceful" and self.trials.count("graceful") == 3:
+            raise RuntimeError("instance 42 exited (status 1)")
+        return [0.1] * 4
+
+
+def test_a_failed_trial_ends_its_kind_and_the_next_kind_runs_on_a_fresh_pair() -> None:
+    group = _ScriptedGroup()
+    out = run_trials(group, 5, Progress(10, enabled=False), "jetkafka", ("graceful", "kill"))  # type: ignore[arg-type]
+    assert out["graceful"]["trials"] == 2 and "instance 42 exited" in out["graceful"]["error"]
+    assert out["kill"]["trials"] == 5 and "error" not in out["kill"]
+    assert group.trials == ["graceful"] * 3 + ["kill"] * 5
+    assert group.spawned == 2 * INSTANCES  # the pair of the failed kind was replaced
