@@ -390,9 +390,10 @@ def run_trials(group: Group, trials: int, progress: Any, label: str, kinds: tupl
         out[name] = summarise(latencies, done)
         if error is not None:
             out[name]["error"] = error
-            group.stop_instances()
-            for _ in range(INSTANCES):
-                group.spawn()
+            if name != kinds[-1]:
+                group.stop_instances()
+                for _ in range(INSTANCES):
+                    group.spawn()
     return out
 
 
