@@ -14,7 +14,8 @@ from types import ModuleType
 from typing import Any
 
 from jetkafka.config.fields import Invalid
-from jetkafka.config.schema import ProcessorConfig, check_class_path
+from jetkafka.config.checks import check_class_path
+from jetkafka.config.schema import ProcessorConfig
 from jetkafka.errors import ProcessorError
 from jetkafka.processors.base import BatchEventProcessor
 
