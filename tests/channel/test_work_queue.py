@@ -36,12 +36,12 @@ def test_a_partition_whose_wait_ran_out_counts_as_waiting() -> None:
     budget = BufferBudget(1000, 1 << 20)
     queue = PartitionQueue(idle_ms=0)
     a, b = with_backlog(0, budget), with_backlog(1, budget)
-    b.not_before = time.monotonic() + 0.05  # a wait(50 ms) response or an error back-off
+    b.not_before = time.monotonic() + 0.5  # a wait(500 ms) response or an error back-off
     queue.offer(b)
     queue.offer(a)
     assert queue.take(timeout=1) is a
     assert queue.keep(a)  # b's time has not come
-    time.sleep(0.1)
+    time.sleep(0.6)
     assert not queue.keep(a)  # it has now, and no other worker took it off the timer
     queue.give_back(a)
     assert queue.take(timeout=1) is b
