@@ -6,7 +6,7 @@
   processed by another instance after a signal.
 - :class:`Group`: instances of one kind (:class:`JetkafkaGroup`: ``jetkafka run`` processes;
   :class:`ConsumerGroup`: confluent-kafka group members), started, balanced, signalled and
-  replaced. Every child dies with the benchmark's process, even when that one is killed.
+  replaced. On Linux every child dies with the benchmark's process, even when that one is killed.
 """
 
 from __future__ import annotations
