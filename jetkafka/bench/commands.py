@@ -1,6 +1,6 @@
 """The ``jetkafka bench`` command.
 
-    jetkafka bench [--config C] [--only throughput,spark,handoff,scale,memory] [--events N]
+    jetkafka bench [--config C] [--only throughput,client,spark,handoff,scale,memory] [--events N]
                    [--trials N] [--repeat N] [--json] [--png PATH] [--quick]
 
 Without ``--config`` it starts a dev stack of its own in a temporary directory and stops it at
@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Any
 
-PARTS = ("throughput", "spark", "handoff", "scale", "memory")
+PARTS = ("throughput", "client", "spark", "handoff", "scale", "memory")
 
 # Full run / --quick
 SIZES = {
@@ -36,7 +36,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "bench",
         help="measure jetkafka against what users would use instead",
         description=(
-            "Throughput against a plain confluent-kafka loop, Spark DataFrames against row-by-row, "
+            "Throughput against a plain confluent-kafka loop (from the broker, and from messages built in "
+            "the process on one CPU: the client's own cost), Spark DataFrames against row-by-row, "
             "hand-off latency against a Kafka consumer group, balance time and ZooKeeper requests as "
             "instances and partitions grow, and peak memory on a backlog. Without --config a local "
             "dev stack is started for the run. See docs/performance.md."
@@ -47,13 +48,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--only", type=_parts, default=list(PARTS), metavar="PARTS",
         help=f"comma-separated subset of {','.join(PARTS)} (default: all)",
     )
-    bench.add_argument("--events", type=_positive, metavar="N", help="throughput events (default 1,000,000; quick 50,000)")
+    bench.add_argument("--events", type=_positive, metavar="N", help="throughput and client-cost events (default 1,000,000; quick 50,000)")
     bench.add_argument("--spark-events", type=_positive, metavar="N", help="Spark records (default 200,000; quick 20,000)")
     bench.add_argument("--memory-events", type=_positive, metavar="N",
                        help="backlog of the memory figure (default 5,000,000; quick 100,000)")
     bench.add_argument("--trials", type=_positive, metavar="N", help="hand-off trials per signal (default 20; quick 2)")
     bench.add_argument(
-        "--repeat", type=_positive, metavar="N", help="throughput runs per variant, Spark builds per path (default 7; quick 1)"
+        "--repeat", type=_positive, metavar="N", help="throughput and client-cost runs per variant, Spark builds per path (default 7; quick 1)"
     )
     bench.add_argument("--session-timeout", type=float, metavar="S",
                        help="ZooKeeper session timeout of the hand-off instances (default: the configuration's, "
@@ -102,7 +103,7 @@ def _failed(node: Any) -> bool:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from jetkafka.bench import handoff, memory, scale, spark, throughput
+    from jetkafka.bench import client_cost, handoff, memory, scale, spark, throughput
     from jetkafka.bench.progress import Progress
     from jetkafka.bench.report import machine_info, render_table, table_rows, write_json, write_png
     from jetkafka.bench.stack import open_cluster
@@ -116,6 +117,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     spark_events, memory_events = _size(args, "spark_events"), _size(args, "memory_events")
     total = (
         (throughput.steps(repeat) if "throughput" in parts else 0)
+        + (client_cost.steps(repeat) if "client" in parts else 0)
         + (spark.steps() if "spark" in parts else 0)
         + (handoff.steps(trials) if "handoff" in parts else 0)
         + (scale.steps(args.quick) if "scale" in parts else 0)
@@ -137,6 +139,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             zk_version = cluster.zk_version()
             runners = {
                 "throughput": lambda: throughput.run(cluster, events, repeat, progress),
+                "client": lambda: client_cost.run(cluster, events, repeat, progress),
                 "spark": lambda: spark.run(cluster, spark_events, repeat, progress),
                 "handoff": lambda: handoff.run(cluster, trials, progress, session_timeout),
                 "scale": lambda: scale.run(cluster, args.quick, progress),

@@ -87,24 +87,27 @@ def _client_note(row: dict[str, Any]) -> str:
     return f"{text}; CPU {row['cpu_seconds_per_million']:.2f} s per 1M"
 
 
-def table_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    tp = results.get("throughput")
-    if tp:
-        problem = _problem(tp)
-        if problem:
-            rows.append(_row("throughput", "events/s", None, "events/s", note=problem))
+def _reader_rows(bench: str, part: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The rows of a part that sets jetkafka's channels against the plain loop."""
+    if not part:
+        return []
+    problem = _problem(part)
+    if problem:
+        return [_row(bench, "events/s", None, "events/s", note=problem)]
+    rows = []
+    for r in part["rows"]:
+        note = _client_note(r)
+        if r["variant"] == "plain":
+            rows.append(_row(bench, r["label"], r["events_per_s"], "events/s", note=f"upper bound; {note}"))
         else:
-            for r in tp["rows"]:
-                note = _client_note(r)
-                if r["variant"] == "plain":
-                    rows.append(_row("throughput", r["label"], r["events_per_s"], "events/s",
-                                     note=f"upper bound; {note}"))
-                else:
-                    rows.append(
-                        _row("throughput", r["label"], r["events_per_s"], "events/s", "plain loop",
-                             r["baseline_events_per_s"], r["ratio"], note)
-                    )
+            rows.append(_row(bench, r["label"], r["events_per_s"], "events/s", "plain loop",
+                             r["baseline_events_per_s"], r["ratio"], note))
+    return rows
+
+
+def table_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = _reader_rows("throughput", results.get("throughput"))
+    rows += _reader_rows("client cost", results.get("client"))
     sp = results.get("spark")
     if sp:
         problem = _problem(sp)
@@ -213,6 +216,13 @@ def _settings_lines(results: dict[str, Any]) -> list[str]:
             f"throughput: {tp['events']:,} events of {tp['event_bytes']} B, {tp['partitions']} partitions, "
             f"median of {tp['repeat']} runs each, alternating, timed from the assignment; jetkafka defaults: batch_max_events "
             f"{d['batch_max_events']}, buffer_max_events {d['buffer_max_events']}, threads {d['threads']}"
+        )
+    cc = results.get("client", {}).get("settings")
+    if cc:
+        where = f"all threads on CPU {cc['cpu']}" if cc["cpu"] is not None else "threads not pinned"
+        out.append(
+            f"client cost: {cc['events']:,} events of {cc['event_bytes']} B built in the process (no broker fetch), "
+            f"{cc['partitions']} partitions, {where}, median of {cc['repeat']} runs each, alternating"
         )
     ho = results.get("handoff", {}).get("settings")
     if ho:

@@ -28,10 +28,13 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jetkafka.bench.processors import CountingNoOp
 from jetkafka.bench.stack import BenchCluster
+
+if TYPE_CHECKING:
+    from jetkafka.channel import InboundChannel
 
 log = logging.getLogger("jetkafka.bench")
 
@@ -116,16 +119,26 @@ def plain_loop(kafka: dict[str, Any], topic: str, partitions: int, total: int, t
 
 
 def jetkafka_run(
-    cluster: BenchCluster, topic: str, total: int, name: str, timeout: float = 600.0, **channel: Any
+    cluster: BenchCluster,
+    topic: str,
+    total: int,
+    name: str,
+    timeout: float = 600.0,
+    *,
+    channel_class: type[InboundChannel] | None = None,
+    ends: dict[int, int] | None = None,
+    **channel: Any,
 ) -> Sample:
-    """One channel with ``channel`` settings (defaults otherwise) reading the topic from the start."""
+    """One channel with ``channel`` settings (defaults otherwise) reading the topic from the start,
+    timed to the commit of ``ends`` (default: the topic's high watermarks)."""
     from jetkafka.channel import InboundChannel
 
     processor = CountingNoOp(total)
     group = cluster.group(f"tp-{uuid.uuid4().hex[:6]}")
     config = cluster.channel_config(group, topic, **channel)
-    ch = InboundChannel.from_dict(config, processor=processor)
-    ends = cluster.high_watermarks(topic, PARTITIONS)
+    ch = (channel_class or InboundChannel).from_dict(config, processor=processor)
+    if ends is None:
+        ends = cluster.high_watermarks(topic, PARTITIONS)
     before = cluster.zk_counters()
     cpu = _cpu()
     ch.start()
@@ -173,26 +186,18 @@ def _when(done: Callable[[], bool], timeout: float, failure: Callable[[], str]) 
     return time.perf_counter()
 
 
-def variants(cluster: BenchCluster, topic: str, total: int) -> list[Variant]:
-    out = [Variant("plain", "plain confluent-kafka loop", lambda: plain_loop(cluster.kafka, topic, PARTITIONS, total))]
+def variants(plain: Callable[[], Sample], channel: Callable[..., Sample]) -> list[Variant]:
+    """The plain loop first, then channels with 1, 2 and 4 threads and with 4 threads and larger
+    batches; ``channel(name, **settings)`` runs one channel."""
+    out = [Variant("plain", "plain confluent-kafka loop", plain)]
     for threads in THREADS:
-        out.append(
-            Variant(
-                f"jetkafka-{threads}t",
-                f"jetkafka, {threads} thread{'s' if threads > 1 else ''}",
-                lambda t=threads: jetkafka_run(cluster, topic, total, f"jetkafka-{t}t", threads=t),
-                {"threads": threads},
-            )
-        )
+        name = f"jetkafka-{threads}t"
+        label = f"jetkafka, {threads} thread{'s' if threads > 1 else ''}"
+        out.append(Variant(name, label, lambda n=name, t=threads: channel(n, threads=t), {"threads": threads}))
+    name = f"jetkafka-4t-b{LARGE_BATCH}"
+    settings = {"threads": 4, "batch_max_events": LARGE_BATCH}
     out.append(
-        Variant(
-            f"jetkafka-4t-b{LARGE_BATCH}",
-            f"jetkafka, 4 threads, batch_max_events {LARGE_BATCH}",
-            lambda: jetkafka_run(
-                cluster, topic, total, f"jetkafka-4t-b{LARGE_BATCH}", threads=4, batch_max_events=LARGE_BATCH
-            ),
-            {"threads": 4, "batch_max_events": LARGE_BATCH},
-        )
+        Variant(name, f"jetkafka, 4 threads, batch_max_events {LARGE_BATCH}", lambda: channel(name, **settings), settings)
     )
     return out
 
@@ -216,43 +221,11 @@ def run(cluster: BenchCluster, events: int, repeat: int, progress: Any) -> dict[
     progress.note(f"throughput: producing {events:,} events of {EVENT_BYTES} B")
     fill_s = cluster.fill(topic, events, EVENT_BYTES, PARTITIONS)
     progress.advance()
-    todo = variants(cluster, topic, events)
-    samples: dict[str, list[Sample]] = {v.name: [] for v in todo}
-    for round_no in range(repeat):
-        order = todo if round_no % 2 == 0 else [todo[0], *reversed(todo[1:])]
-        for variant in order:
-            progress.note(f"throughput: {variant.label} (round {round_no + 1}/{repeat})")
-            samples[variant.name].append(variant.run())
-            progress.advance()
-    plain = samples["plain"]
-    plain_rate = statistics.median(s.rate for s in plain)
-    plain_busy = statistics.median(s.busy_rate for s in plain)
-    rows = []
-    for variant in todo:
-        got = samples[variant.name]
-        rate = statistics.median(s.rate for s in got)
-        busy = statistics.median(s.busy_rate for s in got)
-        row: dict[str, Any] = {
-            "variant": variant.name,
-            "label": variant.label,
-            "events_per_s": rate,
-            "samples_events_per_s": [s.rate for s in got],
-            "seconds": statistics.median(s.seconds for s in got),
-            "from_first_event_events_per_s": busy,
-            "samples_from_first_event_events_per_s": [s.busy_rate for s in got],
-            "cpu_seconds_per_million": statistics.median(s.cpu_seconds * 1e6 / s.events for s in got),
-            "settings": variant.settings,
-        }
-        if variant.name != "plain":
-            row["baseline_events_per_s"] = plain_rate
-            row["ratio"] = rate / plain_rate if plain_rate else None
-            row["from_first_event_ratio"] = busy / plain_busy if plain_busy else None
-            batches = statistics.median(s.batches for s in got)
-            row["batches"] = batches
-            packets = [s.zk_packets for s in got if s.zk_packets is not None]
-            if packets and batches:
-                row["zk_packets_per_batch"] = statistics.median(packets) / batches
-        rows.append(row)
+    todo = variants(
+        lambda: plain_loop(cluster.kafka, topic, PARTITIONS, events),
+        lambda name, **settings: jetkafka_run(cluster, topic, events, name, **settings),
+    )
+    rows = summarise(todo, alternate(todo, repeat, progress, "throughput"))
     return {
         "settings": {
             "events": events,
@@ -273,3 +246,50 @@ def run(cluster: BenchCluster, events: int, repeat: int, progress: Any) -> dict[
 
 def steps(repeat: int) -> int:
     return 1 + repeat * (1 + len(THREADS) + 1)
+
+
+def alternate(todo: list[Variant], repeat: int, progress: Any, part: str) -> dict[str, list[Sample]]:
+    """Run every variant ``repeat`` times; odd rounds run jetkafka's variants in reverse order,
+    so that none always runs right after the plain loop."""
+    samples: dict[str, list[Sample]] = {v.name: [] for v in todo}
+    for round_no in range(repeat):
+        order = todo if round_no % 2 == 0 else [todo[0], *reversed(todo[1:])]
+        for variant in order:
+            progress.note(f"{part}: {variant.label} (round {round_no + 1}/{repeat})")
+            samples[variant.name].append(variant.run())
+            progress.advance()
+    return samples
+
+
+def summarise(todo: list[Variant], samples: dict[str, list[Sample]]) -> list[dict[str, Any]]:
+    """A row per variant: medians, every sample, and jetkafka's ratios to the plain loop (``todo[0]``)."""
+    plain = samples[todo[0].name]
+    plain_rate = statistics.median(s.rate for s in plain)
+    plain_busy = statistics.median(s.busy_rate for s in plain)
+    rows = []
+    for variant in todo:
+        got = samples[variant.name]
+        rate = statistics.median(s.rate for s in got)
+        busy = statistics.median(s.busy_rate for s in got)
+        row: dict[str, Any] = {
+            "variant": variant.name,
+            "label": variant.label,
+            "events_per_s": rate,
+            "samples_events_per_s": [s.rate for s in got],
+            "seconds": statistics.median(s.seconds for s in got),
+            "from_first_event_events_per_s": busy,
+            "samples_from_first_event_events_per_s": [s.busy_rate for s in got],
+            "cpu_seconds_per_million": statistics.median(s.cpu_seconds * 1e6 / s.events for s in got),
+            "settings": variant.settings,
+        }
+        if variant is not todo[0]:
+            row["baseline_events_per_s"] = plain_rate
+            row["ratio"] = rate / plain_rate if plain_rate else None
+            row["from_first_event_ratio"] = busy / plain_busy if plain_busy else None
+            batches = statistics.median(s.batches for s in got)
+            row["batches"] = batches
+            packets = [s.zk_packets for s in got if s.zk_packets is not None]
+            if packets and batches:
+                row["zk_packets_per_batch"] = statistics.median(packets) / batches
+        rows.append(row)
+    return rows

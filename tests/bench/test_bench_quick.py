@@ -7,6 +7,7 @@ something and that the JSON document, the table and the chart are built from it.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,10 +24,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def quick_run() -> dict[str, Any]:
-    """One ``jetkafka bench --quick`` of throughput and hand-off (2 trials), on its own dev stack."""
+    """One ``jetkafka bench --quick`` of throughput, client cost and hand-off (2 trials), on its own dev stack."""
     proc = subprocess.run(
         [
-            sys.executable, "-m", "jetkafka", "bench", "--quick", "--only", "throughput,handoff",
+            sys.executable, "-m", "jetkafka", "bench", "--quick", "--only", "throughput,client,handoff",
             "--trials", "2", "--json", "--no-progress",
         ],
         cwd=REPO,
@@ -40,13 +41,13 @@ def quick_run() -> dict[str, Any]:
 
 def test_document_describes_the_run(quick_run: dict[str, Any]) -> None:
     assert quick_run["quick"] is True
-    assert quick_run["parts"] == ["throughput", "handoff"]
+    assert quick_run["parts"] == ["throughput", "client", "handoff"]
     machine = quick_run["machine"]
     assert machine["cpus"] >= 1 and machine["python"] and machine["librdkafka"]
     assert quick_run["broker"].startswith("noida-db")
     assert quick_run["zookeeper"][0].isdigit()
     assert len(quick_run["load_average"]["start"]) == 3
-    assert set(quick_run["results"]) == {"throughput", "handoff"}
+    assert set(quick_run["results"]) == {"throughput", "client", "handoff"}
 
 
 def test_throughput_figures(quick_run: dict[str, Any]) -> None:
@@ -68,6 +69,22 @@ def test_throughput_figures(quick_run: dict[str, Any]) -> None:
             assert row["baseline_events_per_s"] == variants["plain"]["events_per_s"]
             assert row["ratio"] == pytest.approx(row["events_per_s"] / row["baseline_events_per_s"])
             assert row["batches"] > 0
+
+
+def test_client_cost_figures(quick_run: dict[str, Any]) -> None:
+    cc = quick_run["results"]["client"]
+    assert "error" not in cc, cc
+    assert cc["settings"]["events"] == 50_000 and cc["settings"]["partitions"] == 8
+    cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+    assert cc["settings"]["cpu"] == (max(cpus) if len(cpus) > 1 else None)
+    rows = {r["variant"]: r for r in cc["rows"]}
+    assert set(rows) == {r["variant"] for r in quick_run["results"]["throughput"]["rows"]}
+    for row in cc["rows"]:
+        assert row["events_per_s"] > 0 and row["cpu_seconds_per_million"] > 0
+        if row["variant"] != "plain":
+            # 50,000 events in batches of at most batch_max_events, every one committed.
+            assert row["batches"] >= 50_000 / row["settings"].get("batch_max_events", 500)
+            assert row["ratio"] == pytest.approx(row["events_per_s"] / rows["plain"]["events_per_s"])
 
 
 def test_handoff_figures(quick_run: dict[str, Any]) -> None:
@@ -96,13 +113,14 @@ def test_handoff_figures(quick_run: dict[str, Any]) -> None:
 
 def test_table_rows_pair_figures_with_baselines(quick_run: dict[str, Any]) -> None:
     rows = quick_run["table"]
-    assert {r["benchmark"] for r in rows} == {"throughput", "hand-off"}
+    assert {r["benchmark"] for r in rows} == {"throughput", "client cost", "hand-off"}
     for row in rows:
         assert set(row) == {"benchmark", "figure", "value", "unit", "baseline", "baseline_value", "ratio", "note"}
         if row["benchmark"] == "throughput" and row["baseline"]:
             assert row["ratio"] > 0
     text = report.render_table(quick_run)
     assert "jetkafka, 4 threads" in text and "hand-off after SIGKILL, p99" in text
+    assert "client cost: 50,000 events of 200 B built in the process" in text
 
 
 def test_chart(quick_run: dict[str, Any], tmp_path: Path) -> None:
@@ -115,6 +133,7 @@ def test_chart(quick_run: dict[str, Any], tmp_path: Path) -> None:
 def test_parts_that_could_not_run_say_why() -> None:
     results = {
         "spark": {"unavailable": "pyspark missing", "settings": {}},
+        "client": {"unavailable": "cannot build messages"},
         "handoff": {"jetkafka": {"error": "boom"}, "consumer_group": {"unavailable": "no groups"}},
         "memory": {"jetkafka": {"error": "exit 1"}, "plain": {}, "settings": {"events": 10}},
     }
@@ -122,6 +141,7 @@ def test_parts_that_could_not_run_say_why() -> None:
     assert all(r["value"] is None for r in rows)
     notes = " ".join(r["note"] for r in rows)
     assert "not run: pyspark missing" in notes and "failed: boom" in notes and "failed: exit 1" in notes
+    assert "not run: cannot build messages" in notes
 
 
 def test_percentile_is_nearest_rank() -> None:
