@@ -80,10 +80,14 @@ def _problem(part: dict[str, Any]) -> str | None:
 
 
 def _client_note(row: dict[str, Any]) -> str:
-    """The from-first-event figure and the CPU cost, for the note column of a throughput row."""
+    """The from-first-event figure, jetkafka's rate before its last commit landed, and the CPU
+    cost, for the note column of a throughput row."""
     busy = row["from_first_event_events_per_s"]
     ratio = row.get("from_first_event_ratio")
     text = f"from first event {busy:,.0f}/s" + (f" (x{ratio:.2f})" if ratio is not None else "")
+    processed = row.get("to_last_batch_ratio")
+    if processed is not None:
+        text += f"; to last batch {row['to_last_batch_events_per_s']:,.0f}/s (x{processed:.2f})"
     return f"{text}; CPU {row['cpu_seconds_per_million']:.2f} s per 1M"
 
 

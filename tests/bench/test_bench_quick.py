@@ -69,6 +69,9 @@ def test_throughput_figures(quick_run: dict[str, Any]) -> None:
             assert row["baseline_events_per_s"] == variants["plain"]["events_per_s"]
             assert row["ratio"] == pytest.approx(row["events_per_s"] / row["baseline_events_per_s"])
             assert row["batches"] > 0
+            # The last batch ends before its commit lands.
+            assert row["to_last_batch_events_per_s"] >= row["events_per_s"]
+            assert row["to_last_batch_ratio"] > 0
 
 
 def test_client_cost_figures(quick_run: dict[str, Any]) -> None:
