@@ -20,7 +20,6 @@ holds nothing; no event is fetched from the broker.
 from __future__ import annotations
 
 import os
-import resource
 import time
 import uuid
 from collections.abc import Iterator
@@ -34,16 +33,19 @@ from jetkafka.bench.throughput import (
     EVENT_BYTES,
     PARTITIONS,
     PLAIN_POLL,
-    THREADS,
     Sample,
     alternate,
     channel_defaults,
     jetkafka_run,
+    process_cpu_seconds,
+    steps,
     summarise,
     variants,
 )
 from jetkafka.channel import InboundChannel
 from jetkafka.channel.fetcher import Fetcher
+
+__all__ = ["BuiltMessages", "built_channel_class", "one_cpu", "plain_loop", "run", "steps"]
 
 
 class BuiltMessages:
@@ -145,16 +147,11 @@ def _pin_threads(cpus: set[int]) -> None:
             pass  # the thread ended meanwhile
 
 
-def _cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
 def plain_loop(topic: str, per_partition: int, value: bytes) -> Sample:
     """The throughput part's plain loop over :class:`BuiltMessages`: every partition from 0."""
     source = BuiltMessages(topic, per_partition, value)
     total = per_partition * PARTITIONS
-    cpu = _cpu()
+    cpu = process_cpu_seconds()
     begin = time.perf_counter()
     source.incremental_assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     count = 0
@@ -164,7 +161,7 @@ def plain_loop(topic: str, per_partition: int, value: bytes) -> Sample:
             if m.error() is None:
                 count += 1
     seconds = time.perf_counter() - begin
-    return Sample("plain", count, seconds, seconds, _cpu() - cpu)
+    return Sample("plain", count, seconds, seconds, process_cpu_seconds() - cpu)
 
 
 def run(cluster: BenchCluster, events: int, repeat: int, progress: Any) -> dict[str, Any]:
@@ -205,7 +202,3 @@ def run(cluster: BenchCluster, events: int, repeat: int, progress: Any) -> dict[
         "rows": summarise(todo, samples),
         "target_ratio": 0.9,
     }
-
-
-def steps(repeat: int) -> int:
-    return 1 + repeat * (1 + len(THREADS) + 1)

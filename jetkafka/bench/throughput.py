@@ -77,7 +77,8 @@ class Sample:
         return self.events / self.busy_seconds if self.busy_seconds > 0 else 0.0
 
 
-def _cpu() -> float:
+def process_cpu_seconds() -> float:
+    """User and system CPU time of this process so far."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
 
@@ -104,7 +105,7 @@ def plain_loop(kafka: dict[str, Any], topic: str, partitions: int, total: int, t
     consumer = Consumer(consumer_config(kafka, f"plain-{uuid.uuid4().hex[:8]}"), logger=log)
     try:
         starts = [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[0] for p in range(partitions)]
-        cpu = _cpu()
+        cpu = process_cpu_seconds()
         begin = time.perf_counter()
         consumer.assign([TopicPartition(topic, p, start) for p, start in enumerate(starts)])
         count = 0
@@ -123,7 +124,7 @@ def plain_loop(kafka: dict[str, Any], topic: str, partitions: int, total: int, t
                 if m.error() is None:
                     count += 1
         last = time.perf_counter()
-        cpu = _cpu() - cpu
+        cpu = process_cpu_seconds() - cpu
     finally:
         consumer.close()
     return Sample("plain", count, last - begin, last - first, cpu)
@@ -151,14 +152,14 @@ def jetkafka_run(
     if ends is None:
         ends = cluster.high_watermarks(topic, PARTITIONS)
     before = cluster.zk_counters()
-    cpu = _cpu()
+    cpu = process_cpu_seconds()
     ch.start()
     try:
         begin = _partitions_taken(ch, timeout)
         if not processor.done.wait(timeout):
             raise RuntimeError(f"jetkafka {name}: only {processor.events} of {total} events in {timeout:.0f} s")
         last = _all_committed(ch, topic, ends, timeout)
-        cpu = _cpu() - cpu
+        cpu = process_cpu_seconds() - cpu
     finally:
         ch.shutdown(timeout=30)
     after = cluster.zk_counters()
