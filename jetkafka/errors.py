@@ -56,6 +56,26 @@ class CommitFenced(PartitionLost):
     """An offset commit was refused because this instance is no longer the partition's owner."""
 
 
+class OffsetMoved(JetkafkaError):
+    """A conditional commit found the partition's committed offset moved since the work began.
+
+    Raised by ``ChannelContext.commit(..., expected=...)`` when an offset reset, the
+    out-of-range policy or another commit of this same instance moved the partition: work
+    gathered from the old position must not be committed over the new one. Nothing was
+    written; the partition is still owned.
+    """
+
+    def __init__(self, topic: str, partition: int, expected: int | None, actual: int | None) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"{topic}[{partition}]: commit refused: the committed offset is {actual}, not {expected} "
+            "(the partition was repositioned)"
+        )
+
+
 class ProcessorError(JetkafkaError):
     """A processor class could not be imported or built from the configuration."""
 

@@ -66,13 +66,17 @@ class ChannelContext:
         offsets: Mapping[Key, int],
         extra: Callable[[TransactionRequest], None] | None = None,
         holds: Mapping[Key, Lease] | None = None,
+        expected: Mapping[Key, int | None] | None = None,
     ) -> None:
         """Commit ``offsets`` (next offset to read, per partition) atomically and fenced.
 
         Raises :class:`CommitFenced` naming a partition this instance no longer owns; then
         nothing was written. ``extra`` adds operations to the same transaction. With ``holds``
         (from :meth:`hold`), each listed partition commits under that hold, and is fenced if
-        the partition was taken again since.
+        the partition was taken again since. With ``expected``, each listed partition commits
+        only if its committed offset is still the one given (work gathered from a position
+        must not land over a reset that moved it): :class:`OffsetMoved` otherwise, with
+        nothing written and the partition still owned.
         """
         commits = {}
         for (topic, partition), offset in offsets.items():
@@ -84,12 +88,12 @@ class ChannelContext:
                 raise CommitFenced(topic, partition, "commit refused: partition not owned by this instance")
             commits[(topic, partition)] = (lease, offset)
         if holds is None:
-            self._channel._commit_many(commits, extra)
+            self._channel._commit_many(commits, extra, expected)
             return
         membership = self._channel._membership
         assert membership is not None
         try:
-            membership.offsets.commit_many(commits, extra)
+            membership.offsets.commit_many(commits, extra, expected)
         except CommitFenced as exc:
             key = (exc.topic, exc.partition)
             # Only the hold that was fenced is lost; a later hold of the same partition (taken
@@ -98,6 +102,17 @@ class ChannelContext:
                 self._channel.partitions_lost([key], exc.reason)
             raise
         self._channel._committed_outside_turns(commits)
+
+    def fencing_token(self, topic: str, partition: int) -> int | None:
+        """The fencing token of this instance's current hold on a partition (None if not held).
+
+        Every take-over of a partition gives its new owner a greater token than any earlier
+        owner had. A sink that keeps the greatest token it has seen per partition, and refuses
+        a write carrying a smaller one, refuses every write of an instance that lost the
+        partition, however late that write arrives.
+        """
+        lease = self._channel._lease(topic, partition)
+        return None if lease is None else lease.epoch
 
     def pause(self, topic: str | None = None, partition: int | None = None) -> None:
         self._channel.pause(topic, partition)

@@ -38,7 +38,7 @@ class ChannelControls:
     _queue: PartitionQueue | None
     _fetcher: Fetcher | None
     _membership: GroupMembership | None
-    _commit_many: Callable[[dict[Key, tuple[Lease, int]], Any], None]
+    _commit_many: Callable[..., None]
     _pipeline: CommitPipeline | None
 
     def pause(self, topic: str | None = None, partition: int | None = None) -> None:

@@ -330,10 +330,12 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
         state = self._states.get((topic, partition))
         return None if state is None or state.lost_reason else state.lease
 
-    def _commit_many(self, commits: dict[Key, tuple[Lease, int]], extra: Any) -> None:
+    def _commit_many(
+        self, commits: dict[Key, tuple[Lease, int]], extra: Any, expected: Mapping[Key, int | None] | None = None
+    ) -> None:
         assert self._membership is not None
         try:
-            self._membership.offsets.commit_many(commits, extra)
+            self._membership.offsets.commit_many(commits, extra, expected)
         except CommitFenced as exc:
             key = (exc.topic, exc.partition)
             state = self._states.get(key)

@@ -30,7 +30,7 @@ from kazoo.interfaces import IAsyncResult
 
 from jetkafka.coordination.ownership import Lease, decode_offset
 from jetkafka.coordination.paths import GroupPaths
-from jetkafka.errors import CommitFenced
+from jetkafka.errors import CommitFenced, OffsetMoved
 
 log = logging.getLogger(__name__)
 
@@ -201,17 +201,25 @@ class OffsetStore:
         self,
         commits: Mapping[tuple[str, int], tuple[Lease, int]],
         extra: Callable[[TransactionRequest], None] | None = None,
+        expected: Mapping[tuple[str, int], int | None] | None = None,
     ) -> None:
         """Commit several partitions at once, all or nothing, fenced by each lease.
 
         ``extra`` may add operations (e.g. a batch record) to the same transaction, so they
-        take effect exactly when the offsets do.
+        take effect exactly when the offsets do. ``expected`` makes the commit conditional:
+        for each listed partition, the offset last committed under its lease must still be
+        the given one, else :class:`OffsetMoved` is raised and nothing is written. Every
+        write under a lease holds its lock, so the check and the write cannot be separated by
+        another commit of this instance (a reset, the out-of-range policy, a worker's commit).
         """
         items = sorted(commits.items())
         with ExitStack() as held:
             # Lease locks in key order: two multi-commits can never wait on each other.
             for _, (lease, _) in items:
                 held.enter_context(lease.settled())
+            for key, offset in sorted((expected or {}).items()):
+                if key in commits and commits[key][0].committed != offset:
+                    raise OffsetMoved(key[0], key[1], offset, commits[key][0].committed)
             tx = self._client.transaction()
             for (topic, partition), (lease, offset) in items:
                 tx.check(self._paths.owner(topic, partition), lease.owner_version)

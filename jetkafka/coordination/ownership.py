@@ -53,6 +53,12 @@ class Lease:
     offset_version: int
     committed: int | None
     session_id: int = 0  # the ZooKeeper session that created the owner node
+    # The offset node's version right after the take: every take-over bumps it, so a later
+    # owner's epoch is always greater. Handed to processors and sinks as the fencing token.
+    epoch: int = 0
+    # The transaction id that created the owner node (its czxid): tells this hold's owner node
+    # from a newer one of the same session, where the session id alone cannot.
+    owner_zxid: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     # Non-zero while an asynchronous commit is on its way: ``offset_version`` is about to change.
     flight: int = field(default=0, repr=False, compare=False)
@@ -177,6 +183,10 @@ class PartitionOwnership:
                 results[1].version,
                 decode_offset(data),
                 session_id=self._client.client_id[0],
+                epoch=results[1].version,
+                # One transaction, one zxid: the owner node was created by the write that
+                # produced this offset-node stat.
+                owner_zxid=results[1].mzxid,
             )
             log.info("took %s[%d], committed offset %s", topic, partition, lease.committed)
             return lease

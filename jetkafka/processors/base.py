@@ -112,6 +112,18 @@ class BatchEventProcessor(ABC):
         """Called once when the partition had no events for ``channel.idle_ms``."""
         return None
 
+    def on_reposition(self, source: PartitionSource, old_offset: int, reason: str) -> None:
+        """Called when the partition was moved to a new position by something other than this
+        processor's own response: an offset reset (``jetkafka offsets reset``), the
+        ``channel.on_out_of_range`` policy, or a halt lifted by a reset.
+
+        ``source.head_offset`` is the new position, already committed; ``old_offset`` the
+        position before; ``reason`` says which of the above (``reset``, ``out_of_range``).
+        Batches from the old position that were handed over but not committed must be
+        dropped: the channel delivers from the new position next. Runs on the worker thread
+        that holds the partition, like every other callback of the partition.
+        """
+
     def on_stream_termination(self, source: PartitionSource) -> BatchResponse | None:
         """Called when the partition is released (rebalance, shutdown, config change).
 
