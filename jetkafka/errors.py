@@ -53,7 +53,18 @@ class PartitionLost(JetkafkaError):
 
 
 class CommitFenced(PartitionLost):
-    """An offset commit was refused because this instance is no longer the partition's owner."""
+    """An offset commit was refused because this instance is no longer the partition's owner.
+
+    ``cause`` says who refused: ``fenced`` (ZooKeeper: the owner node is gone or the offset
+    moved under another owner), ``session_expired`` (ZooKeeper: this session is gone) or
+    ``not_held`` (this instance itself: the partition was lost or released before the commit).
+    """
+
+    CAUSES = ("fenced", "session_expired", "not_held")
+
+    def __init__(self, topic: str, partition: int, reason: str, cause: str = "fenced") -> None:
+        super().__init__(topic, partition, reason)
+        self.cause = cause
 
 
 class OffsetMoved(JetkafkaError):

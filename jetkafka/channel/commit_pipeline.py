@@ -48,7 +48,7 @@ class CommitPipeline:
         self,
         store: OffsetStore,
         on_committed: Callable[[Key, int], None],
-        on_refused: Callable[[Key], None],
+        on_refused: Callable[[Key, str], None],
         offer: Callable[[PartitionState], None],
         interval_s: float = 0.0,
     ) -> None:
@@ -164,7 +164,7 @@ class CommitPipeline:
             if error is None:
                 self._on_committed(state.key, offset)
             elif isinstance(error, CommitFenced):
-                self._on_refused(state.key)
+                self._on_refused(state.key, error.cause)
                 log.error(
                     "%s[%d]: commit of offset %d refused: partition no longer owned by this instance",
                     state.topic,

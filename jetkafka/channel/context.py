@@ -81,27 +81,28 @@ class ChannelContext:
         commits = {}
         for (topic, partition), offset in offsets.items():
             lease = self._channel._lease(topic, partition)
-            if holds is not None and (topic, partition) in holds:
-                if holds[(topic, partition)] is not lease:
-                    raise CommitFenced(topic, partition, "commit refused: the partition was lost or taken again")
-            if lease is None:
-                raise CommitFenced(topic, partition, "commit refused: partition not owned by this instance")
+            refusal = None
+            if holds is not None and (topic, partition) in holds and holds[(topic, partition)] is not lease:
+                refusal = "commit refused: the partition was lost or taken again"
+            elif lease is None:
+                refusal = "commit refused: partition not owned by this instance"
+            if refusal is not None:
+                self._channel.stats.commit_refused((topic, partition), "not_held")
+                raise CommitFenced(topic, partition, refusal, "not_held")
+            assert lease is not None
             commits[(topic, partition)] = (lease, offset)
-        if holds is None:
-            self._channel._commit_many(commits, extra, expected)
-            return
-        membership = self._channel._membership
-        assert membership is not None
-        try:
-            membership.offsets.commit_many(commits, extra, expected)
-        except CommitFenced as exc:
-            key = (exc.topic, exc.partition)
-            # Only the hold that was fenced is lost; a later hold of the same partition (taken
-            # again between the check above and the transaction) is left alone.
-            if self._channel._lease(*key) is commits[key][0]:
-                self._channel.partitions_lost([key], exc.reason)
-            raise
-        self._channel._committed_outside_turns(commits)
+        self._channel._commit_many(commits, extra, expected)
+
+    def lease_valid(self) -> bool:
+        """Whether this instance's ZooKeeper session is surely alive by its own clock.
+
+        False once ``zookeeper.session_timeout_s`` less ``zookeeper.lease_margin_s`` has passed
+        since the last answer from ZooKeeper (a process frozen or cut off), even before kazoo
+        reports the session lost: another instance may own the partitions by then. Work with
+        side effects (a write to a sink) should not start while it is False.
+        """
+        controller = self._channel._controller
+        return controller is not None and controller.lease.valid()
 
     def fencing_token(self, topic: str, partition: int) -> int | None:
         """The fencing token of this instance's current hold on a partition (None if not held).

@@ -3,25 +3,24 @@
 A pause keeps the partitions owned and the ZooKeeper session open: the batch in hand
 finishes, then nothing more is fetched or processed until resume, which continues at the
 exact offset where processing stopped. A reposition moves an owned partition to a new offset
-under its own lease, so the fencing token stays valid and no other instance is involved.
+under its own lease, so the fencing token stays valid and no other instance is involved; it is
+carried out by the partition's own turn (:mod:`jetkafka.channel.moves`).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from jetkafka.channel.moves import Move
 from jetkafka.errors import CommitFenced
 
 if TYPE_CHECKING:
-    from jetkafka.channel.commit_pipeline import CommitPipeline
     from jetkafka.channel.fetcher import Fetcher
     from jetkafka.channel.partition import PartitionState
     from jetkafka.channel.work_queue import PartitionQueue
     from jetkafka.coordination.membership import GroupMembership
-    from jetkafka.coordination.ownership import Lease
 
 log = logging.getLogger("jetkafka.channel")
 
@@ -38,8 +37,6 @@ class ChannelControls:
     _queue: PartitionQueue | None
     _fetcher: Fetcher | None
     _membership: GroupMembership | None
-    _commit_many: Callable[..., None]
-    _pipeline: CommitPipeline | None
 
     def pause(self, topic: str | None = None, partition: int | None = None) -> None:
         """Stop fetching and processing (all partitions, a topic, or one partition).
@@ -93,36 +90,34 @@ class ChannelControls:
         offset: int,
         extra: Any = None,
         timeout: float = 30.0,
+        reason: str = "reset",
     ) -> int | None:
-        """Move an owned partition to ``offset``: pause it, let its batch in hand finish,
-        commit ``offset`` fenced (with ``extra`` operations in the same transaction), drop
-        what was buffered, and resume there. Returns the offset committed before.
+        """Move an owned partition to ``offset`` and return the offset committed before.
+
+        The move is carried out by the partition's next turn (see :mod:`jetkafka.channel.moves`):
+        after the batch in hand, ahead of a release, also while paused or halted. It commits
+        ``offset`` fenced (with ``extra`` operations in the same transaction), drops what was
+        buffered, calls the processor's ``on_reposition`` and fetches on from ``offset``; a
+        paused partition stays paused there.
 
         Raises :class:`CommitFenced` if the partition is not (or no longer) owned here, and
-        :class:`TimeoutError` if the batch in hand does not finish within ``timeout``.
+        :class:`TimeoutError` if its turn does not come within ``timeout`` (the batch in hand
+        runs longer); then nothing was moved.
         """
-        assert self._queue is not None and self._fetcher is not None
+        assert self._queue is not None
         key = (topic, partition)
         state = self._states.get(key)
         if state is None or state.lost_reason:
-            raise CommitFenced(topic, partition, "reposition refused: partition not owned by this instance")
-        was_paused = self._is_paused(key)
-        self.pause(topic, partition)
-        try:
-            if not self._queue.wait_idle(state, timeout):
-                raise TimeoutError(f"{topic}[{partition}]: batch in hand did not finish within {timeout:g} s")
-            if self._pipeline is not None:
-                self._pipeline.settle(state)  # a commit still travelling would land after this one
-            old = state.committed
-            self._commit_many({key: (state.lease, offset)}, extra)
-            state.commit_pending = None
-            state.reposition(offset)
-            self._fetcher.seek(key, offset)
-            log.info("%s[%d]: repositioned from committed offset %s to %d", topic, partition, old, offset)
-            return old
-        finally:
-            if not was_paused:
-                self.resume(topic, partition)
+            raise CommitFenced(topic, partition, "reposition refused: partition not owned by this instance", "not_held")
+        move = Move(offset, extra, reason)
+        state.moves.append(move)
+        if state.removed:  # given up while filing: its removal may have emptied moves before
+            state.remove()
+        self._queue.offer(state)
+        if not move.wait(timeout) and move.cancel():
+            raise TimeoutError(f"{topic}[{partition}]: batch in hand did not finish within {timeout:g} s")
+        move.wait(None)  # started before the time was up: a commit, it ends soon
+        return move.outcome()
 
     def _is_paused(self, key: Key) -> bool:
         return self._paused_all or key in self._paused

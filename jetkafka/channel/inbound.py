@@ -106,6 +106,7 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
         self._workers: list[threading.Thread] = []
         self._workers_stop = threading.Event()
         self._suspended = False
+        self._lease_lapsed = False  # logged once per lapse of the local lease
         self._running = False
         self._paused_all = False
         self._paused: set[Key] = set()
@@ -172,7 +173,7 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
                 self._fetcher,
                 self.stats,
                 self._remove,
-                lambda: not self._suspended,
+                self._may_act,
                 FailurePolicy(cfg, self.stats, self._dead_letter_sink()),
                 self._pipeline,
             )
@@ -321,6 +322,31 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
             states = [s for _, s in sorted(self._states.items())]
         return [s.snapshot() for s in states if s.lost_reason is None and not s.removed]
 
+    def _may_act(self) -> bool:
+        """Whether workers may start work: ZooKeeper connected and the local lease running
+        (:class:`~jetkafka.coordination.session_lease.SessionLease`)."""
+        if self._suspended:
+            return False
+        controller = self._controller
+        if controller is None:
+            return False
+        if controller.lease.valid():
+            if self._lease_lapsed:
+                self._lease_lapsed = False
+                log.info("ZooKeeper answered again: the local lease runs; starting batches again")
+            return True
+        if not self._lease_lapsed:
+            self._lease_lapsed = True
+            lease = controller.lease
+            log.warning(
+                "no answer from ZooKeeper for %.1f s (session timeout %.1f s less lease_margin_s %.1f s): "
+                "the session may have expired unnoticed; starting no batch until ZooKeeper answers",
+                lease.timeout_s - lease.margin_s - lease.remaining(),
+                lease.timeout_s,
+                lease.margin_s,
+            )
+        return False
+
     def _committed(self, key: Key, offset: int) -> None:
         self.stats.committed(key, offset)
         if self.config.channel.commit_to_kafka and self._fetcher is not None:
@@ -337,14 +363,19 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
         try:
             self._membership.offsets.commit_many(commits, extra, expected)
         except CommitFenced as exc:
-            key = (exc.topic, exc.partition)
-            state = self._states.get(key)
-            refused = commits.get(key)
-            # Only the hold that was refused is lost; a newer hold of the partition stays.
-            if state is not None and refused is not None and state.lease is refused[0]:
-                self.partitions_lost([key], exc.reason)
+            self._refused(commits, exc)
             raise
         self._committed_outside_turns(commits)
+
+    def _refused(self, commits: Mapping[Key, tuple[Lease, int]], exc: CommitFenced) -> None:
+        """A commit outside the partitions' turns was refused: count it, and lose the hold."""
+        key = (exc.topic, exc.partition)
+        self.stats.commit_refused(key, exc.cause)
+        state = self._states.get(key)
+        refused = commits.get(key)
+        # Only the hold that was refused is lost; a newer hold of the partition stays.
+        if state is not None and refused is not None and state.lease is refused[0]:
+            self.partitions_lost([key], exc.reason)
 
     def _committed_outside_turns(self, commits: dict[Key, tuple[Lease, int]]) -> None:
         """After a processor's own multi-partition commit: it is now the newest commit."""

@@ -17,11 +17,13 @@ from dataclasses import dataclass
 from itertools import accumulate, islice
 from typing import TYPE_CHECKING
 
+from jetkafka.errors import CommitFenced
+
 if TYPE_CHECKING:
     from confluent_kafka import Message
 
     from jetkafka.channel.budget import BufferBudget
-
+    from jetkafka.channel.moves import Move
     from jetkafka.coordination.ownership import Lease
 
 
@@ -83,9 +85,12 @@ class PartitionState:
         self.isolating = False  # re-delivering ``redeliver`` one record at a time
         self.error_attempts = 0
         self.halted: str | None = None  # why processing stopped until an operator repositions
+        # Repositions filed by other threads (offset resets), carried out by the next turn.
+        self.moves: deque[Move] = deque()
 
         self.turn = Turn.IDLE
-        self.not_before = 0.0
+        self.not_before = 0.0  # a wait() response or an error back-off
+        self.stalled_until = 0.0  # ZooKeeper out of reach: nothing that needs it before this
         self.timer_at: float | None = None
         self.last_activity = time.monotonic()
         self.idle_fired = False
@@ -208,10 +213,15 @@ class PartitionState:
         self.position = messages[0].offset()
 
     def remove(self) -> None:
-        """The partition left the channel: nothing more is buffered or appended."""
+        """The partition left the channel: nothing more is buffered or appended, and moves
+        still waiting fail as fenced (the next owner applies resets at take-over)."""
         with self.lock:
             self.removed = True
             self._clear()
+        while self.moves:
+            move = self.moves.popleft()
+            if move.start():
+                move.fail(CommitFenced(self.topic, self.partition, "reposition refused: partition given up first", "not_held"))
 
     def reposition(self, offset: int) -> None:
         """Drop the buffer and expect the fetcher to restart at ``offset``."""

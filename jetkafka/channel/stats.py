@@ -14,9 +14,13 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
+from jetkafka.errors import CommitFenced
 from jetkafka.processors.base import ResponseKind
 
 Key = tuple[str, int]
+
+REFUSAL_CAUSES = (*CommitFenced.CAUSES, "dropped")
+LOSS_REASONS = ("retention", "skipped", "truncated")
 
 # Upper bounds (seconds) of the batch-duration histogram buckets; +Inf is implied.
 BATCH_SECONDS_BUCKETS: tuple[float, ...] = (
@@ -84,6 +88,9 @@ class ChannelStats:
     recovered_events: Counter[Key] = field(default_factory=Counter)
     recovery_lost_events: Counter[tuple[Key, str]] = field(default_factory=Counter)
     recovery_left: dict[Key, int] = field(default_factory=dict)
+    # Channel-wide, kept when the partition goes: every cause and reason present from the start.
+    refusals: Counter[str] = field(default_factory=lambda: Counter({c: 0 for c in REFUSAL_CAUSES}))
+    lost_events: Counter[str] = field(default_factory=lambda: Counter({r: 0 for r in LOSS_REASONS}))
     commits: int = 0
     commits_refused: int = 0
     batch_seconds: float = 0.0
@@ -117,10 +124,22 @@ class ChannelStats:
             self.commits += 1
             self.committed_offsets[key] = offset
 
-    def commit_refused(self, key: Key) -> None:
+    def commit_refused(self, key: Key, cause: str) -> None:
+        """A commit of the partition did not happen because this instance no longer held it:
+        ``cause`` is a :attr:`CommitFenced.cause <jetkafka.errors.CommitFenced.CAUSES>`, or
+        ``dropped`` (an advance still waiting for its commit when the partition was lost)."""
         with self._lock:
             self.commits_refused += 1
+            self.refusals[cause] += 1
         self.error(key, "commit_refused")
+
+    def events_lost(self, key: Key, reason: str, events: int) -> None:
+        """``events`` of the partition will not be processed by this group: ``retention``
+        (deleted before they were read), ``skipped`` (jumped over by on_out_of_range: latest) or
+        ``truncated`` (already processed, then gone from the log)."""
+        if events > 0:
+            with self._lock:
+                self.lost_events[reason] += events
 
     def rebalanced(self, reason: str) -> None:
         """Count one rebalance run; ``reason`` is one of a small fixed set (a metric label)."""
@@ -148,6 +167,14 @@ class ChannelStats:
     def rebalance_counts(self) -> dict[str, int]:
         with self._lock:
             return dict(self.rebalances)
+
+    def refusal_counts(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self.refusals)
+
+    def loss_counts(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self.lost_events)
 
     def forget(self, key: Key) -> None:
         """Drop the per-partition figures of a partition this channel no longer holds."""

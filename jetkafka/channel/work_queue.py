@@ -4,9 +4,10 @@ Guarantee: a partition is in at most one worker's hands at a time. A partition i
 from IDLE, taken only from QUEUED, and returned to IDLE by the worker that took it, all under
 one lock; so events of one partition are processed by one thread at a time, in offset order.
 
-A partition is queued when it has work: buffered events, a batch to re-deliver, a release or
-a loss to handle, or an idle callback due. ``wait(ms)`` responses and error back-offs hold it
-out of the queue until their time has come (releases and losses do not wait).
+A partition is queued when it has work: buffered events, a batch to re-deliver, a release, a
+loss or a reposition to handle, or an idle callback due. ``wait(ms)`` responses and error
+back-offs hold it out of the queue until their time has come (releases, losses and
+repositions do not wait, not even for a pause).
 
 A worker whose partition still has work when its turn ends keeps it for the next turn as long
 as no other partition waits for a worker (:meth:`PartitionQueue.keep`): a backlog then costs
@@ -42,12 +43,16 @@ class PartitionQueue:
         """0 if ``state`` has work now, a future time if it will, None if it waits for data."""
         if state.removed:
             return None
-        if state.lost_reason is not None or state.release_reason is not None:
+        if state.lost_reason is not None:
             return 0.0
+        if state.release_reason is not None or state.moves:
+            # Neither a pause nor a back-off holds these up; only ZooKeeper being out of reach.
+            return 0.0 if now >= state.stalled_until else state.stalled_until
         if state.paused or state.halted is not None:
-            return None  # resume() / reposition() offer it again
-        if now < state.not_before:
-            return state.not_before
+            return None  # resume() / a reposition offer it again
+        wait_until = max(state.not_before, state.stalled_until)
+        if now < wait_until:
+            return wait_until
         if state.has_buffered() or state.commit_pending is not None or state.out_of_range:
             return 0.0
         if self._idle_s > 0 and not state.idle_fired:

@@ -59,7 +59,7 @@ class BatchRunner:
         fetcher: Fetcher,
         stats: ChannelStats,
         remove: Callable[[PartitionState], None],
-        commits_allowed: Callable[[], bool],
+        may_act: Callable[[], bool],
         failures: FailurePolicy,
         pipeline: CommitPipeline | None,
     ) -> None:
@@ -71,16 +71,19 @@ class BatchRunner:
         self.fetcher = fetcher
         self.stats = stats
         self._remove = remove
-        self._commits_allowed = commits_allowed
+        self._may_act = may_act
 
     # -- one turn --------------------------------------------------------------------------
 
     def run_turn(self, state: PartitionState) -> None:
         if state.lost_reason is not None:
             self._lose(state)
-        elif not self._commits_allowed():
-            # ZooKeeper suspended: start nothing that would need a commit or an owner-node delete.
-            state.not_before = time.monotonic() + 0.2
+        elif not self._may_act():
+            # ZooKeeper suspended, or no answer from it for longer than the local lease allows:
+            # start nothing that needs a commit, an owner-node delete, or a live session.
+            state.stalled_until = time.monotonic() + 0.2
+        elif state.moves:
+            self._move(state)  # ahead of a release: the release then commits from the new position
         elif state.release_reason is not None:
             self._release(state)  # paused or not: a release must never wait for a resume
         elif state.paused:
@@ -235,8 +238,8 @@ class BatchRunner:
             return
         try:
             self.membership.commit(state.lease, offset)
-        except CommitFenced:
-            self.stats.commit_refused(state.key)
+        except CommitFenced as exc:
+            self.stats.commit_refused(state.key, exc.cause)
             log.error(
                 "%s[%d]: commit of offset %d refused: partition no longer owned by this instance",
                 state.topic,
@@ -254,7 +257,8 @@ class BatchRunner:
 
     def _out_of_range(self, state: PartitionState) -> None:
         low, high = self.fetcher.watermarks(state.topic, state.partition)
-        error = OffsetOutOfRange(state.topic, state.partition, state.fetch_next, low, high)
+        offset = state.fetch_next
+        error = OffsetOutOfRange(state.topic, state.partition, offset, low, high)
         self.stats.error(state.key, "offset_out_of_range")
         source = self._source(state, state.position, state.position)
         response = self._call(state, "on_exception", source, error)
@@ -272,17 +276,85 @@ class BatchRunner:
                 error,
             )
             return
-        target = low if policy == "earliest" else high
-        log.error(
-            "%s[%d]: %s; continuing at %s offset %d (channel.on_out_of_range)",
+        if offset >= low:
+            # Not below the log's start, so above its end when the fetch failed: the log lost its
+            # tail (an unclean leader election, a restored broker). Records written since get the
+            # offsets from the end on, so reading goes on at the end; the policy's "earliest"
+            # would re-deliver the whole partition.
+            target = min(offset, high)
+            self.stats.events_lost(state.key, "truncated", offset - target)
+            log.error(
+                "%s[%d]: offset %d is past the end of the log (%d): %d records this group already "
+                "processed are gone from the broker (log truncated); continuing at offset %d",
+                state.topic,
+                state.partition,
+                offset,
+                high,
+                offset - target,
+                target,
+            )
+        else:
+            # Below the log's start: records deleted (retention) before they were read.
+            target = low if policy == "earliest" else high
+            self.stats.events_lost(state.key, "retention", low - offset)
+            if target > low:
+                self.stats.events_lost(state.key, "skipped", target - low)
+            log.error(
+                "%s[%d]: %s; %d records were deleted before they were read; continuing at %s offset %d "
+                "(channel.on_out_of_range)%s",
+                state.topic,
+                state.partition,
+                error,
+                low - offset,
+                policy,
+                target,
+                f", skipping {target - low} more" if target > low else "",
+            )
+        self._moved(state, target, "out_of_range", self._commit)
+
+    def _move(self, state: PartitionState) -> None:
+        """Carry out the oldest reposition filed on the partition (an offset reset)."""
+        move = state.moves.popleft()
+        if not move.start():
+            return  # withdrawn by its waiter
+        self._settle(state)  # a commit still travelling would land after this one
+        old = state.committed
+        try:
+            self.membership.offsets.commit_many({state.key: (state.lease, move.offset)}, move.extra)
+        except CommitFenced as exc:
+            self.stats.commit_refused(state.key, exc.cause)
+            state.lost_reason = exc.reason
+            move.fail(exc)
+            return
+        except Exception as exc:
+            move.fail(exc)
+            return
+        state.commit_pending = None
+        self.stats.committed(state.key, move.offset)
+        if self.config.commit_to_kafka:
+            self.fetcher.mirror_commit(state.key, move.offset)
+        log.info(
+            "%s[%d]: repositioned from committed offset %s to %d (%s)",
             state.topic,
             state.partition,
-            error,
-            policy,
-            target,
+            old,
+            move.offset,
+            move.reason,
         )
-        self._reposition(state, target)
-        self._commit(state, target)
+        self._moved(state, move.offset, move.reason, None)
+        move.finish(old)
+
+    def _moved(
+        self, state: PartitionState, offset: int, reason: str, commit: Callable[[PartitionState, int], bool] | None
+    ) -> None:
+        """Move the partition's position to ``offset`` (committing it with ``commit``, unless
+        done already) and tell the processor, whose batches from the old position are void."""
+        old_position = state.position
+        self._reposition(state, offset)
+        if commit is not None:
+            commit(state, offset)
+        if state.lost_reason is None:
+            self._call(state, "on_reposition", self._source(state, offset, offset), old_position, reason)
 
     def _release(self, state: PartitionState) -> None:
         source = self._source(state, state.position, state.position)
@@ -319,6 +391,17 @@ class BatchRunner:
         )
         self.stats.error(state.key, "partition_lost")
         self._settle(state)
+        if state.commit_pending is not None:
+            # An advance that never reached ZooKeeper (unanswered, then the lease was gone): the
+            # next owner re-reads from the last commit. Counted, so a zombie shows in the metrics.
+            self.stats.commit_refused(state.key, "dropped")
+            log.warning(
+                "%s[%d]: commit of offset %d dropped: the partition was lost before ZooKeeper took it",
+                state.topic,
+                state.partition,
+                state.commit_pending,
+            )
+            state.commit_pending = None
         source = self._source(state, state.position, state.position)
         self._call(state, "on_exception", source, PartitionLost(state.topic, state.partition, reason))
         self._remove(state)

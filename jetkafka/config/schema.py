@@ -81,7 +81,29 @@ class ZooKeeperConfig:
         default=10.0,
         metadata=spec("how long to try to reach ZooKeeper at start, in seconds", min=0.5, max=600),
     )
+    lease_margin_s: float | None = field(
+        default=None,
+        metadata=spec(
+            "an instance that has not heard from ZooKeeper for session_timeout_s less this many "
+            "seconds starts no batch; default a fifth of session_timeout_s",
+            min=0,
+            example="2",
+        ),
+    )
     auth: ZooKeeperAuth | None = field(default=None, metadata=spec("digest authentication"))
+
+    def __post_init__(self) -> None:
+        if self.lease_margin_s is not None and self.lease_margin_s >= self.session_timeout_s / 2:
+            raise Invalid(
+                "lease_margin_s",
+                f"{self.lease_margin_s:g} is not below half of session_timeout_s ({self.session_timeout_s:g})",
+                "lower lease_margin_s, or raise session_timeout_s",
+            )
+
+    @property
+    def lease_margin(self) -> float:
+        """The margin in force: the configured one, or a fifth of the session timeout."""
+        return self.session_timeout_s / 5 if self.lease_margin_s is None else self.lease_margin_s
 
 
 ERROR_MODES = ("retry", "skip", "dead-letter")

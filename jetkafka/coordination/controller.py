@@ -6,9 +6,12 @@ when a ZooKeeper watch fires, so a partition freed by a graceful leave is taken 
 ``rebalance_delay_ms`` plus one ZooKeeper round trip, not after a rebalance interval.
 
 Session states: kazoo reports SUSPENDED when the connection drops (the session may still be
-alive) and LOST when the session expired. Members are told of both on the rebalance thread;
-on LOST every lease is void (the ephemeral nodes are gone), and once a new session is
-connected members register again and compete for partitions like a new consumer.
+alive) and LOST when the session expired. Members are told of both at once, on kazoo's
+connection thread (they only set flags there); on LOST every lease is void (the ephemeral
+nodes are gone), and once a new session is connected members register again, on the
+rebalance thread, and compete for partitions like a new consumer. Independently of what kazoo
+reports, :class:`~jetkafka.coordination.session_lease.SessionLease` tells from the process's
+own clock when the session may have expired unnoticed (a frozen process).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from kazoo.client import KazooClient, KazooState
 
 from jetkafka.config import ZooKeeperConfig
 from jetkafka.coordination.session import build_client, start_client
+from jetkafka.coordination.session_lease import SessionLease
 
 log = logging.getLogger(__name__)
 
@@ -35,12 +39,16 @@ class Member(Protocol):
 
     def rebalance(self, reason: str) -> None: ...
 
+    # The next three run on kazoo's connection thread as the state changes: they set flags and
+    # queue work, never call ZooKeeper or wait.
+
     def connection_suspended(self) -> None: ...
 
     def connection_restored(self) -> None: ...
 
     def session_lost(self) -> None: ...
 
+    # On the rebalance thread, after connection_restored, when the session is a new one.
     def session_renewed(self) -> None: ...
 
 
@@ -53,6 +61,8 @@ class KafkaController:
     def __init__(self, config: ZooKeeperConfig) -> None:
         self.config = config
         self.client: KazooClient = build_client(config)
+        # Before the first connect: the lease reads the timeout the server negotiates there.
+        self.lease = SessionLease(self.client, config.session_timeout_s, config.lease_margin)
         self._tasks: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self._due: dict[Member, tuple[float, str]] = {}
         self._members: list[Member] = []
@@ -100,6 +110,7 @@ class KafkaController:
 
     def start(self) -> None:
         start_client(self.client, self.config)
+        self.lease.start()
         self.client.add_listener(self._on_state)
         self._thread = threading.Thread(target=self._run, name="jetkafka-controller", daemon=True)
         self._thread.start()
@@ -110,6 +121,7 @@ class KafkaController:
             self._thread.join(timeout=10)
             self._thread = None
         self.client.remove_listener(self._on_state)
+        self.lease.stop()
         self.client.stop()
         self.client.close()
         log.info("ZooKeeper session closed")
@@ -172,22 +184,31 @@ class KafkaController:
             log.exception("%s failed; retrying at the next trigger", what)
 
     def _on_state(self, state: KazooState) -> None:
-        # Called on kazoo's connection thread: hand over, never block here.
+        # On kazoo's connection thread, in the order kazoo saw the changes: members only set
+        # flags here (see Member), at once, so a rebalance stuck in a ZooKeeper call on the
+        # rebalance thread cannot hold them up; what talks to ZooKeeper goes to that thread.
         if state == KazooState.SUSPENDED:
             log.warning("ZooKeeper connection suspended; commits and new batches wait for it")
-            self._broadcast("connection_suspended")
+            self._tell("connection_suspended")
         elif state == KazooState.LOST:
             log.error("ZooKeeper session expired: every owned partition is lost")
+            self.lease.void()
             self._session_lost = True
-            self._broadcast("session_lost")
+            self._tell("session_lost")
         elif state == KazooState.CONNECTED:
+            self._tell("connection_restored")
             if self._session_lost:
                 self._session_lost = False
                 log.warning("new ZooKeeper session established; registering again")
                 self._broadcast("session_renewed")
             else:
                 log.info("ZooKeeper connection restored within the session")
-                self._broadcast("connection_restored")
+
+    def _tell(self, method: str) -> None:
+        with self._lock:
+            members = list(self._members)
+        for m in members:
+            self._safely(getattr(m, method), f"{method} of {m.name}")
 
     def _broadcast(self, method: str) -> None:
         def run() -> None:

@@ -88,7 +88,8 @@ class OffsetStore:
                 raise CommitUncertain(str(exc)) from exc
             except SessionExpiredError:
                 raise CommitFenced(
-                    lease.topic, lease.partition, f"commit of offset {offset} refused: ZooKeeper session expired"
+                    lease.topic, lease.partition, f"commit of offset {offset} refused: ZooKeeper session expired",
+                    cause="session_expired",
                 ) from None
             failed = [r for r in results if isinstance(r, Exception)]
             if failed and self._reconciled(lease, owner_path, offset_path, results):
@@ -145,7 +146,9 @@ class OffsetStore:
             try:
                 results = result.get_nowait()
             except SessionExpiredError:
-                return CommitFenced(lease.topic, lease.partition, f"{refused}: ZooKeeper session expired")
+                return CommitFenced(
+                    lease.topic, lease.partition, f"{refused}: ZooKeeper session expired", cause="session_expired"
+                )
             except Exception as exc:  # connection lost or timed out: the outcome is unknown
                 return CommitUncertain(f"{type(exc).__name__}: {exc}")
             if not isinstance(results[0], Exception) and not isinstance(results[1], Exception):
@@ -240,7 +243,9 @@ class OffsetStore:
                 return
             except SessionExpiredError:
                 (topic, partition), _ = items[0]
-                raise CommitFenced(topic, partition, "commit refused: ZooKeeper session expired") from None
+                raise CommitFenced(
+                    topic, partition, "commit refused: ZooKeeper session expired", cause="session_expired"
+                ) from None
             failed = [(i, r) for i, r in enumerate(results) if isinstance(r, Exception)]
             if failed:
                 index, error = next(((i, r) for i, r in failed if not isinstance(r, RolledBackError)), failed[0])

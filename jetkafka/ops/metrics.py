@@ -68,7 +68,8 @@ class ChannelView:
     partitions: list[PartitionView]
     rebalances: dict[str, int]
     commits: int
-    commits_refused: int
+    commits_refused: dict[str, int]  # by cause
+    events_lost: dict[str, int]  # by reason
     watermarks_updated: float | None
 
 
@@ -158,7 +159,8 @@ class ChannelMetrics:
             ],
             rebalances=rebalances,
             commits=int(summary["commits"]),
-            commits_refused=int(summary["commits_refused"]),
+            commits_refused=channel.stats.refusal_counts(),
+            events_lost=channel.stats.loss_counts(),
             watermarks_updated=updated,
         )
 
@@ -245,8 +247,16 @@ FAMILIES: dict[str, tuple[type[Metric], str, str, tuple[str, ...]]] = {
     "refused": (
         CounterMetricFamily,
         "jetkafka_commits_refused",
-        "Offset commits refused by fencing: the partition had another owner, or the session expired.",
-        _I,
+        "Offset commits that did not happen because this instance no longer held the partition, by cause: "
+        "fenced (another owner), session_expired, not_held (lost here first), dropped (pending when lost).",
+        (*_I, "cause"),
+    ),
+    "lost": (
+        CounterMetricFamily,
+        "jetkafka_events_lost",
+        "Events this group will not process, by reason: retention (deleted unread), skipped "
+        "(on_out_of_range: latest), truncated (processed, then gone from the log).",
+        (*_I, "reason"),
     ),
     "updated": (
         GaugeMetricFamily,
@@ -325,7 +335,10 @@ def _add(f: dict[str, Any], view: ChannelView, seen: set[tuple[str, str, int]]) 
     for state in ZOOKEEPER_STATES:
         f["zookeeper"].add_metric([*instance, state], 1 if view.zookeeper_state == state else 0)
     f["commits"].add_metric(instance, view.commits)
-    f["refused"].add_metric(instance, view.commits_refused)
+    for cause, n in sorted(view.commits_refused.items()):
+        f["refused"].add_metric([*instance, cause], n)
+    for reason, n in sorted(view.events_lost.items()):
+        f["lost"].add_metric([*instance, reason], n)
     if view.watermarks_updated is not None:
         f["updated"].add_metric(instance, view.watermarks_updated)
 

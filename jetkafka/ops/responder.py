@@ -190,7 +190,7 @@ class CommandResponder:
             # Runs under the lease's lock, so its committed offset is the one being replaced.
             lease = channel._lease(topic, p)
             if lease is None:
-                raise CommitFenced(topic, p, "reset refused: partition no longer held")
+                raise CommitFenced(topic, p, "reset refused: partition no longer held", "not_held")
             tx.check(cmd_path, version)
             tx.create(marker, marker_data(lease.committed, target, channel.consumer_id))
 

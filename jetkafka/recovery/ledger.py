@@ -217,7 +217,9 @@ class RecoveryLedger:
                 raise CommitUncertain(str(exc)) from exc
             return landed
         except SessionExpiredError:
-            raise CommitFenced(topic, partition, "recovery progress refused: ZooKeeper session expired") from None
+            raise CommitFenced(
+                topic, partition, "recovery progress refused: ZooKeeper session expired", cause="session_expired"
+            ) from None
         failed = [(i, r) for i, r in enumerate(results) if isinstance(r, Exception)]
         if failed:
             index, error = next(((i, r) for i, r in failed if not isinstance(r, RolledBackError)), failed[0])

@@ -161,7 +161,7 @@ class RecoveryRunner:
     def _commit_from_processor(self, cursor: Cursor, offset: int) -> None:
         """``source.commit(offset)`` on a recovery batch: everything before ``offset`` is done."""
         if not self.store(cursor, cursor.done_from, offset, cursor.unstored):
-            raise CommitFenced(*cursor.key, "recovery progress refused: partition no longer owned")
+            raise CommitFenced(*cursor.key, "recovery progress refused: partition no longer owned", "not_held")
 
     # -- storing progress -------------------------------------------------------------------------
 

@@ -115,7 +115,11 @@ def test_lag_is_n_after_producing_n_and_zero_after_processing(
         assert value(samples, "jetkafka_zookeeper_connection_state", state="LOST", **instance) == 0
         start_runs = value(samples, "jetkafka_rebalances_total", reason="start", **instance)
         assert start_runs is not None and start_runs >= 1
-        assert value(samples, "jetkafka_commits_refused_total", **instance) == 0
+        # Every cause and reason is there from the start, at 0, so rate() works before the first.
+        for cause in ("fenced", "session_expired", "not_held", "dropped"):
+            assert value(samples, "jetkafka_commits_refused_total", cause=cause, **instance) == 0
+        for reason in ("retention", "skipped", "truncated"):
+            assert value(samples, "jetkafka_events_lost_total", reason=reason, **instance) == 0
         commits = value(samples, "jetkafka_commits_total", **instance)
         assert commits is not None and commits >= 1
         assert value(samples, "jetkafka_channel_paused", **instance) == 0
@@ -157,7 +161,9 @@ def test_commits_refused_by_fencing_are_counted(
         processor.gate.set()
         instance = {"group": "g", "consumer": channel.consumer_id}
         samples = eventually(
-            port, lambda s: value(s, "jetkafka_commits_refused_total", **instance) == 1, "one refused commit"
+            port,
+            lambda s: value(s, "jetkafka_commits_refused_total", cause="fenced", **instance) == 1,
+            "one refused commit",
         )
         eventually(port, lambda s: value(s, "jetkafka_owned_partitions", **instance) == 0, "the partition dropped")
         assert thief.get(offset)[0] == data  # the refused commit wrote nothing

@@ -1,0 +1,147 @@
+"""The local lease: how long this process may still act for its ZooKeeper session, by its own clock.
+
+ZooKeeper expires a session ``session timeout`` after the last request it received from the
+client. A process that was frozen (SIGSTOP, a long GC pause, a suspended VM) or cut off learns
+that its session expired only after it reconnects; until kazoo says so, its workers would start
+new batches on partitions another instance already owns. The local lease closes that window:
+
+* A heartbeat thread sends a cheap read (``exists``) every few seconds. When an answer comes,
+  the server had received the request, so the session cannot expire before *send time* +
+  session timeout. The lease then runs until that instant less ``lease_margin_s``.
+* :meth:`SessionLease.valid` compares it with ``time.monotonic()``, which keeps counting while a
+  process is stopped: a process woken after the session timeout finds its lease run out at
+  once, before any other of its threads runs a line of processor code.
+
+Guarantee: an instance starts no batch (and the Spark processor runs no micro-batch function)
+after ``session timeout - lease_margin_s`` has passed since the sending of its last answered
+request, whatever its connection state says. A batch started just before that may still run
+past it: those are the "batches in hand" docs/guarantees.md counts as possible duplicates.
+
+The timeout used is the one the server negotiated (ZooKeeper clamps the requested value to its
+``minSessionTimeout``..``maxSessionTimeout``), read from the connection's handshake.
+
+Failure modes: a heartbeat that gets no answer leaves the lease to run out; while ZooKeeper is
+unreachable for longer than the timeout less the margin, the instance holds still (it would
+lose its partitions anyway). Requests queued by kazoo while disconnected are sent late, so
+their answers renew the lease from an earlier time than they could: the lease errs short.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from kazoo.client import KazooClient
+
+log = logging.getLogger(__name__)
+
+
+class SessionLease:
+    """Heartbeats on ``client`` and the lease they keep; one per ZooKeeper session holder."""
+
+    def __init__(self, client: KazooClient, timeout_s: float, margin_s: float) -> None:
+        self._client = client
+        self._requested_s = timeout_s
+        self._timeout_s = timeout_s
+        self._margin_s = margin_s
+        self._until = 0.0  # monotonic time the lease runs out
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._watch_handshakes()
+
+    @property
+    def timeout_s(self) -> float:
+        """The session timeout in force: the negotiated one once connected."""
+        return self._timeout_s
+
+    @property
+    def margin_s(self) -> float:
+        return self._margin_s
+
+    def valid(self) -> bool:
+        return time.monotonic() < self._until
+
+    def remaining(self) -> float:
+        """Seconds left (negative once run out)."""
+        return self._until - time.monotonic()
+
+    def renewed(self, sent_at: float) -> None:
+        """An answer came to a request sent at ``sent_at`` (monotonic)."""
+        # A margin configured for a longer timeout than the server granted must not eat it all.
+        until = sent_at + self._timeout_s - min(self._margin_s, self._timeout_s / 2)
+        with self._lock:
+            if until > self._until:
+                self._until = until
+
+    def void(self) -> None:
+        """The session is gone (expired or closed): nothing may be done for it any more."""
+        with self._lock:
+            self._until = 0.0
+
+    # -- heartbeats --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._stop.clear()
+        self.renewed(time.monotonic())  # the connect handshake just answered
+        self._thread = threading.Thread(target=self._beat, name="jetkafka-session-lease", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+        self.void()
+
+    def interval_s(self) -> float:
+        # Often enough that the lease normally has most of the timeout left, rarely enough to
+        # cost the ensemble nothing: a sixth of the timeout, between 0.2 and 5 seconds.
+        return min(5.0, max(0.2, self._timeout_s / 6))
+
+    def _beat(self) -> None:
+        while not self._stop.is_set():
+            sent = time.monotonic()
+            try:
+                self._client.exists_async("/").get(timeout=max(1.0, self.interval_s()))
+            except Exception:  # no answer: the lease keeps running down
+                pass
+            else:
+                self.renewed(sent)
+            self._stop.wait(max(0.0, sent + self.interval_s() - time.monotonic()))
+
+    def _watch_handshakes(self) -> None:
+        """Learn the negotiated timeout at each connect.
+
+        kazoo keeps it in a local variable of its connection handler only; wrapping the
+        handshake is the one way to read it. Should a kazoo version lack that method, the
+        requested timeout stays in use, which is right unless the server lowers it.
+        """
+        connection: Any = getattr(self._client, "_connection", None)
+        handshake = getattr(connection, "_connect", None)
+        if handshake is None:
+            log.warning("cannot read the negotiated ZooKeeper session timeout; using the requested %.1f s", self._requested_s)
+            return
+
+        def connect(*args: Any, **kwargs: Any) -> Any:
+            result = handshake(*args, **kwargs)
+            try:
+                read_timeout_ms = float(result[0])
+            except (TypeError, ValueError, IndexError):
+                return result
+            # kazoo's read timeout is two thirds of the negotiated session timeout.
+            negotiated = read_timeout_ms * 1.5 / 1000
+            if abs(negotiated - self._timeout_s) > 0.01:
+                if abs(negotiated - self._requested_s) > 0.01:
+                    log.warning(
+                        "ZooKeeper negotiated a session timeout of %.1f s (requested %.1f s): the server's "
+                        "min/maxSessionTimeout bound it",
+                        negotiated,
+                        self._requested_s,
+                    )
+                self._timeout_s = negotiated
+            return result
+
+        connection._connect = connect
