@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from jetkafka import BatchResponse, EventBatch, OffsetOutOfRange, PartitionSource
 from jetkafka.coordination.offsets import OffsetStore
-from jetkafka.ops.metrics import ChannelMetrics
 from jetkafka.coordination.paths import GroupPaths
-from tests.support.channels import RecordingProcessor, committed_offsets, make_channel, values, wait_until
+from jetkafka.ops.metrics import ChannelMetrics
+from tests.support.channels import (
+    RecordingProcessor,
+    committed_offsets,
+    make_channel,
+    values,
+    wait_until,
+)
 
 POISON = b"poison"
 
@@ -113,27 +120,60 @@ class RangeRecorder(RecordingProcessor):
         self.record("exception", source, error)
         return None
 
+    def on_reposition(self, source: PartitionSource, old_offset: int, reason: str) -> None:
+        self.record("reposition", source, (old_offset, source.head_offset, reason))
+
 
 def test_out_of_range_earliest(zk, zk_connect, kafka_config, topic_factory, produce) -> None:
     topic = out_of_range_setup(zk, kafka_config, topic_factory, produce)
     proc = RangeRecorder()
-    with make_channel(zk_connect, kafka_config, topic, proc, on_out_of_range="earliest"):
+    with make_channel(zk_connect, kafka_config, topic, proc, on_out_of_range="earliest") as channel:
         wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 100})
+        lost = channel.stats.loss_counts()
     assert sorted(proc.ids()) == list(range(50, 100))
     (call,) = proc.calls_named("exception")
     error = call[2]
     assert isinstance(error, OffsetOutOfRange)
     assert (error.offset, error.low, error.high) == (10, 50, 100)
+    assert lost == {"retention": 40, "skipped": 0, "truncated": 0}  # offsets 10..49, deleted unread
+    assert proc.calls_named("reposition") == [("reposition", (topic, 0), (10, 50, "out_of_range"))]
 
 
 def test_out_of_range_latest(zk, zk_connect, kafka_config, topic_factory, produce) -> None:
     topic = out_of_range_setup(zk, kafka_config, topic_factory, produce)
     proc = RangeRecorder()
-    with make_channel(zk_connect, kafka_config, topic, proc, on_out_of_range="latest"):
+    with make_channel(zk_connect, kafka_config, topic, proc, on_out_of_range="latest") as channel:
         wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 100})
         produce(topic, values(5, 1, start=100))
         wait_until(lambda: len(proc.delivered) == 5)
+        lost = channel.stats.loss_counts()
     assert sorted(proc.ids()) == list(range(100, 105))
+    assert lost == {"retention": 40, "skipped": 50, "truncated": 0}
+
+
+@pytest.mark.parametrize("policy", ["earliest", "latest"])
+def test_out_of_range_above_the_log_end_goes_on_at_the_end(
+    zk, zk_connect, kafka_config, topic_factory, produce, policy: str
+) -> None:
+    """A committed offset past the log's end (the log lost its tail: an unclean leader election,
+    a broker restored from a backup) is not the same event as one below its start: reading goes
+    on at the end, whatever the policy, instead of the whole partition being delivered again."""
+    topic = topic_factory(partitions=1)
+    produce(topic, values(100, 1))
+    OffsetStore(zk, GroupPaths("g")).write_unfenced(topic, 0, 150)  # 100..149 processed, then gone
+    proc = RangeRecorder()
+    with make_channel(zk_connect, kafka_config, topic, proc, on_out_of_range=policy) as channel:
+        wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 100}, what="the end committed")
+        produce(topic, values(5, 1, start=1000))  # written after the loss: offsets 100..104
+        wait_until(lambda: len(proc.delivered) == 5, what="the new records")
+        time.sleep(0.5)
+        lost = channel.stats.loss_counts()
+    assert sorted(proc.ids()) == list(range(1000, 1005))
+    assert sorted(offset for _, _, offset, _ in proc.delivered) == list(range(100, 105))
+    (call,) = proc.calls_named("exception")
+    error = call[2]
+    assert isinstance(error, OffsetOutOfRange) and (error.offset, error.low, error.high) == (150, 0, 100)
+    assert lost == {"retention": 0, "skipped": 0, "truncated": 50}
 
 
 def test_out_of_range_fail_halts_until_repositioned(zk, zk_connect, kafka_config, topic_factory, produce) -> None:

@@ -24,11 +24,20 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
+from jetkafka.devstack.ports import free_port
 from tests.support.event_log import delivered_ids, read_event_log
-from tests.support.group_watch import Sampler, committed, consumer_pids, offset_nodes, offsets_going_back, owners
+from tests.support.group_watch import (
+    Sampler,
+    committed,
+    consumer_pids,
+    offset_nodes,
+    offsets_going_back,
+    owners,
+)
 from tests.support.load import AckedProducer, delivery_report, wait_delivered, wait_for
 from tests.support.members import member_config, running_members
 from tests.support.processes import Member
+from tests.support.scrape import scrape, value
 
 PARTITIONS = 12
 SESSION_TIMEOUT_S = 4  # the shared server's tickTime is 500 ms: sessions of 1..60 s are allowed
@@ -58,7 +67,9 @@ def test_frozen_instance_is_fenced_and_rejoins(
     sampler = None
     try:
         with running_members() as members:
-            members.extend(Member(tmp_path, name, config) for name in ("survivor", "zombie"))
+            metrics_port = free_port()
+            members.append(Member(tmp_path, "survivor", config))
+            members.append(Member(tmp_path, "zombie", {**config, "metrics": {"port": metrics_port}}))
             survivor, zombie = members
             wait_for(lambda: len(consumer_pids(zk)) == 2, 60, "two registrations")
             wait_for(lambda: sorted(Counter(owners(zk, topic).values()).values()) == [6, 6], 60, "6/6")
@@ -102,6 +113,7 @@ def test_frozen_instance_is_fenced_and_rejoins(
             acked = producer.stop()
             wait_delivered(lambda: delivered_ids(str(events)), acked)
             history = sampler.stop()
+            refusals = scrape(metrics_port)
             for m in members:
                 assert m.terminate(60) == 0, m.log()[-3000:]
     finally:
@@ -153,9 +165,79 @@ def test_frozen_instance_is_fenced_and_rejoins(
     assert refused >= 1 and refused + postponed >= len(in_hand) >= 1, (
         f"{refused} commits refused, {postponed} postponed, {len(in_hand)} batches in hand at the freeze"
     )
+    # Every one of those is counted where an alert can see it, whatever ZooKeeper answered.
+    counted = {
+        cause: value(refusals, "jetkafka_commits_refused_total", cause=cause)
+        for cause in ("fenced", "session_expired", "not_held", "dropped")
+    }
+    assert sum(v or 0 for v in counted.values()) >= len(in_hand), counted
+    print(f"zombie's jetkafka_commits_refused_total by cause: {counted}")
     print(
         f"zombie: {len(uncommitted)} events in hand at SIGSTOP, {len(late)} more delivered after SIGCONT before "
         f"noticing; {refused} commits refused, {postponed} postponed; {len(report.duplicated)} duplicates, "
         f"all re-read by the survivor"
     )
     assert "Traceback" not in survivor.log(), survivor.log()[-3000:]
+
+
+def test_a_thawed_instance_starts_no_batch_on_partitions_it_lost(
+    tmp_path: Path, zk: KazooClient, zk_connect: str, kafka_config: dict, topic_factory
+) -> None:
+    """Woken after its session expired, a process used to start new batches from what it had
+    buffered within milliseconds, before kazoo told it the session was gone: each one a
+    duplicate of the new owner's work. Its local lease ran out while it was stopped, so it now
+    starts none. Injected: SIGSTOP of an instance that is behind (its buffers are full) past
+    the session timeout, SIGCONT. Asserted: nothing the thawed instance delivered was also
+    delivered by the survivor, except batches in hand at the freeze; every event delivered; the
+    instance logged the lapse of its lease."""
+    topic = topic_factory(partitions=PARTITIONS)
+    events = tmp_path / "events.log"
+    config = member_config(
+        zk_connect,
+        kafka_config,
+        [topic],
+        events,
+        session_timeout_s=SESSION_TIMEOUT_S,
+        delay_ms=40,  # slower than the load: the zombie's buffers are never empty
+        threads=2,
+        batch_max_events=10,
+    )
+    producer = AckedProducer(kafka_config, topic, range(PARTITIONS), rate=900)
+    try:
+        with running_members() as members:
+            members.extend(Member(tmp_path, name, config) for name in ("survivor", "zombie"))
+            survivor, zombie = members
+            wait_for(lambda: sorted(Counter(owners(zk, topic).values()).values()) == [6, 6], 60, "6/6")
+            ids_of = {pid: cid for cid, pid in consumer_pids(zk).items()}
+            survivor_id = ids_of[survivor.pid]
+            wait_for(lambda: len(read_event_log(str(events))[0]) > 2000, 60, "a backlog of deliveries")
+
+            os.kill(zombie.pid, signal.SIGSTOP)
+            stopped_wall = time.time()
+            wait_for(
+                lambda: owners(zk, topic) == {p: survivor_id for p in range(PARTITIONS)},
+                SESSION_TIMEOUT_S + 60,
+                "the survivor to own every partition",
+            )
+            time.sleep(2.0)
+            os.kill(zombie.pid, signal.SIGCONT)
+            resumed_wall = time.time()
+            wait_for(lambda: zombie.pid in consumer_pids(zk).values(), 60, "the zombie to register again")
+            wait_for(lambda: sorted(Counter(owners(zk, topic).values()).values()) == [6, 6], 60, "6/6 again")
+            acked = producer.stop()
+            wait_delivered(lambda: delivered_ids(str(events)), acked, timeout=120)
+            for m in members:
+                assert m.terminate(60) == 0, m.log()[-3000:]
+    finally:
+        producer.close()
+
+    deliveries, _ = read_event_log(str(events))
+    report = delivery_report((d.id for d in deliveries), acked)
+    assert report.lost == [] and report.unexpected == [], str(report)
+    duplicated = set(report.duplicated)
+    in_hand = [d for d in deliveries if d.pid == zombie.pid and d.at < stopped_wall and d.id in duplicated]
+    after_thaw = [d for d in deliveries if d.pid == zombie.pid and d.at >= resumed_wall and d.id in duplicated]
+    print(f"{len(in_hand)} duplicates from batches in hand at SIGSTOP, {len(after_thaw)} from batches started after SIGCONT")
+    assert after_thaw == [], f"{len(after_thaw)} events of batches started after the thaw were also delivered by the survivor"
+    assert len(in_hand) <= 2 * 10  # at most one batch per thread
+    assert "the session may have expired unnoticed; starting no batch" in zombie.log()

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
-from prometheus_client.parser import text_string_to_metric_families
 
 from jetkafka import BatchEventProcessor, BatchResponse, EventBatch, InboundChannel, PartitionSource
 from jetkafka.channel.stats import BATCH_SECONDS_BUCKETS, ChannelStats
@@ -19,27 +18,7 @@ from jetkafka.devstack.ports import free_port
 from jetkafka.errors import ConfigError
 from jetkafka.processors.base import ResponseKind
 from tests.support.channels import RecordingProcessor, channel_config, values, wait_until
-
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-def scrape(port: int) -> Samples:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    out: Samples = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            key = (sample.name, frozenset(sample.labels.items()))
-            assert key not in out, f"duplicate series {key}"
-            out[key] = sample.value
-    return out
-
-
-def value(samples: Samples, name: str, **labels: Any) -> float | None:
-    wanted = {k: str(v) for k, v in labels.items()}
-    found = [v for (n, ls), v in samples.items() if n == name and wanted.items() <= dict(ls).items()]
-    assert len(found) <= 1, f"{name}{labels} matches {len(found)} series"
-    return found[0] if found else None
+from tests.support.scrape import Samples, scrape, value
 
 
 def partitions_in(samples: Samples, name: str) -> set[tuple[str, int]]:

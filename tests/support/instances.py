@@ -8,6 +8,7 @@ controller, so two instances in the test process are two sessions, as two proces
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
@@ -20,8 +21,8 @@ from tests.support.channels import RecordingProcessor
 class TimedRecorder(RecordingProcessor):
     """A RecordingProcessor that also keeps the start time (monotonic) of every batch."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, response: Callable[[PartitionSource, EventBatch], BatchResponse] | None = None) -> None:
+        super().__init__(response)
         self.batch_starts: list[tuple[float, tuple[str, int], int]] = []
 
     def on_next_batch(self, source: PartitionSource, events: EventBatch) -> BatchResponse:
@@ -36,9 +37,11 @@ class TimedRecorder(RecordingProcessor):
 class Instance:
     """A started channel with its own controller (session) and a :class:`TimedRecorder`."""
 
-    def __init__(self, config: dict[str, Any]) -> None:
+    def __init__(
+        self, config: dict[str, Any], response: Callable[[PartitionSource, EventBatch], BatchResponse] | None = None
+    ) -> None:
         parsed = parse_config(config)
-        self.processor = TimedRecorder()
+        self.processor = TimedRecorder(response)
         self.controller = KafkaController(parsed.zookeeper)
         self.controller.start()
         try:

@@ -1,0 +1,156 @@
+"""Repositions (offset resets) carried out by the partition's own turn, against everything else a
+turn does: a release racing the reset, batches on both sides of it, a pause, a halt."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from kazoo.client import KazooClient
+
+from jetkafka import BatchEventProcessor, BatchResponse, EventBatch, PartitionSource
+from tests.support.channels import committed_offsets, make_channel, values, wait_until
+
+
+class HoldsOnRelease(BatchEventProcessor):
+    """Moves on without committing (``get_next``); on release it commits what it processed
+    (``advance``), after the test lets it go on."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.offsets: list[int] = []
+        self.entered = threading.Event()  # on_stream_termination began
+        self.go = threading.Event()
+        self.repositions: list[tuple[int, int, str]] = []  # (old, new, reason)
+
+    def on_next_batch(self, source: PartitionSource, events: EventBatch) -> BatchResponse:
+        with self.lock:
+            self.offsets.extend(e.offset for e in events)
+        return BatchResponse.get_next()
+
+    def on_reposition(self, source: PartitionSource, old_offset: int, reason: str) -> None:
+        with self.lock:
+            self.repositions.append((old_offset, source.head_offset, reason))
+
+    def on_stream_termination(self, source: PartitionSource) -> BatchResponse | None:
+        self.entered.set()
+        self.go.wait(15)
+        return BatchResponse.advance()
+
+
+def test_a_release_racing_a_reset_cannot_commit_the_old_position_over_it(
+    zk_connect: str, zk: KazooClient, kafka_config: dict[str, Any], topic_factory: Any, produce: Any
+) -> None:
+    """The release of a partition and a reset of it used to run on two threads: a release whose
+    commit of the old position was ready before the reset's commit landed wrote it just after,
+    and the reset was lost while the command reported it done."""
+    topic = topic_factory(partitions=1)
+    produce(topic, values(100, 1))
+    processor = HoldsOnRelease()
+    channel = make_channel(zk_connect, kafka_config, topic, processor, threads=2)
+    channel.start()
+    stopper: threading.Thread | None = None
+    try:
+        wait_until(lambda: channel.positions().get((topic, 0)) == 100, what="every record processed")
+        assert committed_offsets(zk, "g", topic) == {0: 0}  # nothing committed past the start
+
+        def hook(tx: Any) -> None:
+            # Runs inside the reset's transaction, under the partition's lease: start a graceful
+            # shutdown, and give its release every chance to reach its own commit first.
+            nonlocal stopper
+            stopper = threading.Thread(target=channel.shutdown, name="stopper")
+            stopper.start()
+            processor.entered.wait(3)
+            processor.go.set()
+            time.sleep(0.5)  # a release that got this far is now waiting for the lease's lock
+
+        old = channel.reposition(topic, 0, 10, extra=hook, timeout=20)
+        processor.go.set()
+        assert old == 0
+        assert stopper is not None
+        stopper.join(30)
+        assert not stopper.is_alive()
+    finally:
+        processor.go.set()
+        channel.shutdown()
+    # The release committed from the reset's position, not over it.
+    assert committed_offsets(zk, "g", topic) == {0: 10}
+    assert processor.repositions == [(100, 10, "reset")]
+    assert zk.get_children(f"/consumers/g/owners/{topic}") == []
+
+
+class Recorder(BatchEventProcessor):
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.lock = threading.Lock()
+        self.calls: list[tuple[str, int, int]] = []  # ("batch", first, last) or ("reposition", old, new)
+        self.delay_s = delay_s
+
+    def on_next_batch(self, source: PartitionSource, events: EventBatch) -> BatchResponse:
+        time.sleep(self.delay_s)
+        with self.lock:
+            self.calls.append(("batch", events.first_offset, events.last_offset))
+        return BatchResponse.advance()
+
+    def on_reposition(self, source: PartitionSource, old_offset: int, reason: str) -> None:
+        assert source.committed_offset == source.head_offset
+        with self.lock:
+            self.calls.append(("reposition", old_offset, source.head_offset))
+
+    def snapshot(self) -> list[tuple[str, int, int]]:
+        with self.lock:
+            return list(self.calls)
+
+
+def test_a_reset_of_a_busy_partition_is_told_to_the_processor_between_two_batches(
+    zk_connect: str, zk: KazooClient, kafka_config: dict[str, Any], topic_factory: Any, produce: Any
+) -> None:
+    topic = topic_factory(partitions=1)
+    produce(topic, values(3000, 1))
+    processor = Recorder(delay_s=0.02)
+    channel = make_channel(zk_connect, kafka_config, topic, processor, batch_max_events=50)
+    channel.start()
+    try:
+        wait_until(lambda: len(processor.snapshot()) >= 5, what="a few batches")
+        old = channel.reposition(topic, 0, 7, timeout=20)
+        wait_until(lambda: channel.positions().get((topic, 0)) == 3000, 60, what="the log end again")
+    finally:
+        channel.shutdown()
+    calls = processor.snapshot()
+    moves = [i for i, c in enumerate(calls) if c[0] == "reposition"]
+    assert len(moves) == 1, calls
+    i = moves[0]
+    _, moved_from, moved_to = calls[i]
+    assert moved_to == 7 and old is not None and old <= moved_from
+    # Batches chain up to the move, the first one after it starts at the new offset, and they
+    # chain again from there to the end: nothing of the old position after the callback.
+    before, after = [c for c in calls[:i]], [c for c in calls[i + 1 :]]
+    assert before[0][1] == 0 and before[-1][2] + 1 == moved_from
+    assert all(a[2] + 1 == b[1] for a, b in zip(before, before[1:]))
+    assert after[0][1] == 7 and after[-1][2] == 2999
+    assert all(a[2] + 1 == b[1] for a, b in zip(after, after[1:]))
+    assert committed_offsets(zk, "g", topic) == {0: 3000}
+
+
+def test_a_paused_partition_is_moved_and_stays_paused_until_resumed(
+    zk_connect: str, zk: KazooClient, kafka_config: dict[str, Any], topic_factory: Any, produce: Any
+) -> None:
+    topic = topic_factory(partitions=1)
+    produce(topic, values(200, 1))
+    processor = Recorder()
+    channel = make_channel(zk_connect, kafka_config, topic, processor)
+    channel.start()
+    try:
+        wait_until(lambda: channel.positions().get((topic, 0)) == 200, what="every record processed")
+        channel.pause()
+        assert channel.reposition(topic, 0, 150, timeout=10) == 200
+        assert committed_offsets(zk, "g", topic) == {0: 150}
+        time.sleep(1.0)
+        assert processor.snapshot()[-1] == ("reposition", 200, 150)  # no batch while paused
+        channel.resume()
+        wait_until(lambda: channel.positions().get((topic, 0)) == 200, what="re-read from 150 after resume")
+    finally:
+        channel.shutdown()
+    batches = [c for c in processor.snapshot() if c[0] == "batch"]
+    assert sum(last - first + 1 for _, first, last in batches) == 250
+    assert committed_offsets(zk, "g", topic) == {0: 200}
