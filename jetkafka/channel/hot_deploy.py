@@ -219,8 +219,15 @@ class HotDeploy:
             self.config, self.processor = new, processor
             try:
                 self.start()
-            except JetkafkaError as exc:
-                log.error("%s: start failed (%s); going back to the previous configuration", new.source, exc)
+            except Exception as exc:
+                # Whatever failed (a processor's on_start included), the old configuration ran.
+                log.error(
+                    "%s: start failed (%s: %s); going back to the previous configuration",
+                    new.source,
+                    type(exc).__name__,
+                    exc,
+                    exc_info=not isinstance(exc, JetkafkaError),
+                )
                 self.config, self.processor = old_config, old_processor
                 self.start()
                 return Change("rejected", change.keys)
@@ -232,13 +239,19 @@ class HotDeploy:
         return load_processor(new.processor, self._pythonpath)
 
     def _apply_in_place(self, new: JetkafkaConfig) -> None:
+        old_policy = self.config.channel.on_error
         self.config = new
         cfg = new.channel
         logging.getLogger("jetkafka").setLevel(new.logging.level)
         if self._runner is not None:
             self._runner.config = cfg
-            self._runner.failures.config = cfg
-            self._runner.failures.dead_letter = self._dead_letter_sink()
+            failures = self._runner.failures
+            failures.config = cfg
+            if cfg.on_error != old_policy:
+                # A producer per change would open connections to the brokers each time.
+                old_sink, failures.dead_letter = failures.dead_letter, self._dead_letter_sink()
+                if old_sink is not None:
+                    old_sink.close()
         if self._queue is not None:
             self._queue.set_idle_ms(cfg.idle_ms)
         if self._pipeline is not None:

@@ -289,6 +289,8 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
         if self._pipeline is not None:
             self._pipeline.close()
             self._pipeline = None
+        if self._runner is not None and self._runner.failures.dead_letter is not None:
+            self._runner.failures.dead_letter.close()
         if self._membership is not None:
             self._membership.stop()
         if self._fetcher is not None:

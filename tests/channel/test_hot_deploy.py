@@ -223,3 +223,49 @@ def test_changed_zookeeper_section_reconnects(tmp_path, zk_connect, kafka_config
         produce(topic, values(100, 2, start=100))
         wait_until(lambda: len(proc.delivered) == 200)
     assert sorted(proc.ids()) == list(range(200))
+
+
+def test_a_processor_whose_on_start_raises_is_rolled_back(zk, zk_connect, kafka_config, topic_factory, produce) -> None:
+    """Any failure of the new configuration's start, not only jetkafka's own errors, puts the
+    channel back on the configuration it ran, with its processor and its partitions."""
+    from tests.support import start_gate
+
+    topic = topic_factory(partitions=2)
+    config = base(zk_connect, kafka_config, topic)
+    config["processor"] = {"class": "tests.support.start_gate:StartGate", "options": {"fail_on_start": False}}
+    channel = InboundChannel(parse_config(config))
+    first = channel.processor
+    channel.start()
+    try:
+        produce(topic, values(100, 2))
+        wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 50, 1: 50}, what="the first records")
+        broken = {**config, "processor": {**config["processor"], "options": {"fail_on_start": True}}}
+        change = channel.reconfigure(parse_config(broken))
+        assert change.kind == "rejected"
+        assert channel.running and channel.processor is first
+        produce(topic, values(100, 2, start=100))
+        wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 100, 1: 100}, what="records after the rollback")
+    finally:
+        channel.shutdown()
+    mine = sorted(offset for who, offset in start_gate.DELIVERED if who == id(first))
+    assert len(mine) == 200 and len(set(mine)) == 100  # offsets 0..99 of each partition, each once
+    assert all(who == id(first) for who, _ in start_gate.DELIVERED)
+
+
+def test_in_place_changes_keep_the_dead_letter_producer_unless_on_error_changes(
+    zk_connect, kafka_config, topic_factory
+) -> None:
+    topic = topic_factory(partitions=1)
+    config = base(zk_connect, kafka_config, topic)
+    config["channel"]["on_error"] = {"mode": "dead-letter", "dead_letter_topic": f"{topic}.dlq", "max_attempts": 1}
+    with InboundChannel.from_dict(config, processor=RecordingProcessor()) as channel:
+        sink = channel._runner.failures.dead_letter
+        assert sink is not None
+        for size in (5, 6, 7):
+            config["channel"]["batch_max_events"] = size
+            assert channel.reconfigure(parse_config(config)).kind == "in-place"
+            assert channel._runner.failures.dead_letter is sink  # no new producer, no new connections
+        config["channel"]["on_error"] = {**config["channel"]["on_error"], "max_attempts": 3}
+        assert channel.reconfigure(parse_config(config)).kind == "in-place"
+        assert channel._runner.failures.dead_letter is not sink
+        assert channel._runner.failures.config.on_error.max_attempts == 3
