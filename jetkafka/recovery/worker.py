@@ -15,7 +15,9 @@ Guarantees:
 * A release (rebalance, shutdown) waits in :meth:`RecoveryWorker.partition_removed` until the
   partition's batch in hand is processed and stored, before its owner node is deleted: a
   graceful move re-processes nothing, and the new owner continues from the stored ranges.
-* Paused partitions (and a paused channel) are not recovered until resumed.
+* Paused partitions (and a paused channel) are not recovered until resumed; nothing is
+  recovered while the channel's workers may not start batches either (ZooKeeper suspended, or
+  the local lease of :mod:`jetkafka.coordination.session_lease` ran out).
 
 Failure modes: a round that fails on a ZooKeeper or Kafka call is logged and retried after a
 second from the stored state; a worker that cannot finish a batch in hand within the release
@@ -143,6 +145,11 @@ class RecoveryWorker:
 
     def _step(self) -> None:
         assert self._reader is not None
+        if not self.channel._may_act():
+            # ZooKeeper out of reach, or the local lease ran out (a process frozen past its
+            # session timeout): a recovery batch started now might be another owner's.
+            self._stop.wait(0.1)
+            return
         cursor = self._next_ready()
         if cursor is None:
             self._reader.poll(0.05)
