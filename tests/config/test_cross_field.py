@@ -107,3 +107,12 @@ def test_zookeeper_auth_scheme() -> None:
     err = error_of(lambda d: d["zookeeper"].update(auth={"credential": "u:p", "scheme": "sasl"}))
     assert err.key_path == "zookeeper.auth.scheme"
     assert err.problem == "'sasl' is not one of digest"
+
+
+def test_lease_margin_must_leave_the_lease_most_of_the_session() -> None:
+    err = error_of(lambda d: d["zookeeper"].update(session_timeout_s=10, lease_margin_s=5))
+    assert err.key_path == "zookeeper.lease_margin_s"
+    assert err.problem == "5 is not below half of session_timeout_s (10)"
+    assert "lower lease_margin_s" in err.fix
+    config = parse_config({**minimal(), "zookeeper": {"connect": "localhost:2181", "session_timeout_s": 10}})
+    assert config.zookeeper.lease_margin == 2  # a fifth of the session timeout by default
