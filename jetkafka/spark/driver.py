@@ -45,6 +45,8 @@ _VERSION_CONFLICTS = (BadVersionError, NodeExistsError, NoNodeError)
 
 @dataclass
 class DriverStats:
+    """Counts over the processor's life (kept across the drivers of successive starts)."""
+
     batches: int = 0  # micro-batches committed
     replays: int = 0  # of which replays of an earlier owner's batch
     events: int = 0  # events committed
@@ -65,6 +67,7 @@ class MicroBatchDriver:
         fn: Callable[[Any, int], Any],
         value_format: str,
         schema: Any,
+        stats: DriverStats | None = None,
     ) -> None:
         self.collector = collector
         self.ledger = ledger
@@ -76,7 +79,7 @@ class MicroBatchDriver:
         channel = context.config.channel
         self.backoff_ms = channel.error_backoff_ms
         self.backoff_max_ms = channel.error_backoff_max_ms
-        self.stats = DriverStats()
+        self.stats = stats if stats is not None else DriverStats()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="jetkafka-spark-driver", daemon=True)
 

@@ -5,6 +5,10 @@ them to Arrow and adds them to the open micro-batch; no offset is committed ther
 thread closes the micro-batch (``max_events``, ``max_bytes`` or ``max_interval_ms``), records
 its offset ranges in ZooKeeper, calls ``fn(df, batch_id)`` and then commits every partition's
 offsets together with marking the ranges done. See ``docs/spark.md`` for the guarantees.
+
+``on_start`` / ``on_stop`` run on the thread starting or stopping the channel, around every
+resubscribe of a hot deploy: each start gets a fresh collector and driver thread, so nothing of
+a stopped driver (its stopping flag, its half-gathered batches) reaches the next one.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from jetkafka.events import EventBatch, PartitionSource
 from jetkafka.processors.base import BatchEventProcessor, BatchResponse
 from jetkafka.spark.arrow import messages_to_arrow, parse_schema
 from jetkafka.spark.batch import Bounds, Collector
-from jetkafka.spark.driver import MicroBatchDriver
+from jetkafka.spark.driver import DriverStats, MicroBatchDriver
 from jetkafka.spark.ledger import MicroBatchLedger
 
 if TYPE_CHECKING:
@@ -101,6 +105,7 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
         self.bounds = Bounds(max_events, max_bytes, max_interval_ms)
         self.settle_timeout_s = settle_timeout_s
         self.collector = Collector(self.bounds)
+        self._stats = DriverStats()
         self._given_spark = spark
         self._own_spark = False
         self.spark: SparkSession | None = spark
@@ -130,8 +135,11 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
         self._ledger.prepare(context.config.channel.topics)
         if self.settle_timeout_s is None:
             self.settle_timeout_s = context.config.channel.shutdown_timeout_s / 2
+        # A fresh collector per start: the previous driver stopped the old one for good, and its
+        # partitions were all released before on_stop.
+        self.collector = Collector(self.bounds)
         self._driver = MicroBatchDriver(
-            self.collector, self._ledger, context, self.spark, self.fn, self.value_format, self.schema
+            self.collector, self._ledger, context, self.spark, self.fn, self.value_format, self.schema, self._stats
         )
         self._driver.start()
         log.info(
@@ -233,6 +241,6 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
 
     def stats(self) -> dict[str, Any]:
         """Batches and events committed, failures, and what is held in memory now."""
-        out: dict[str, Any] = asdict(self._driver.stats) if self._driver is not None else {}
+        out: dict[str, Any] = asdict(self._stats)
         out["held_events"], out["held_bytes"] = self.collector.sizes()
         return out
