@@ -5,8 +5,10 @@ One micro-batch at a time, in this order:
 1. *record* (new batches only): allocate the batch id and write the pending ranges, fenced
    by each partition's hold (see :mod:`jetkafka.spark.ledger`). A partition refused by the
    fence is dropped from the batch before anything ran: its events were never processed.
-2. *run*: build the DataFrame from Arrow and call ``fn(df, batch_id)``. If ``fn`` (or Spark)
-   raises, nothing is committed and the same batch, same id and ranges, runs again after the
+2. *run*: wait while this instance's local lease is out (``ChannelContext.lease_valid``: a
+   process frozen or cut off from ZooKeeper runs no ``fn``), build the DataFrame from Arrow and
+   call ``fn(df, batch_id)`` (or ``fn(df, batch_id, fence)``, see :mod:`jetkafka.spark.fence`).
+   If ``fn`` (or Spark) raises, nothing is committed and the same batch, same id and ranges, runs again after the
    channel's back-off (``channel.error_backoff_ms`` doubling up to ``error_backoff_max_ms``).
 3. *done*: commit every slice's end offset and delete its pending node, in one transaction.
    A partition refused by the fence is dropped and the rest committed again: its pending node
@@ -14,6 +16,9 @@ One micro-batch at a time, in this order:
    slice's output is overwritten, not duplicated.
 
 Before each attempt, slices of partitions no longer held (released or lost) are dropped.
+
+Thread: everything here runs on ``jetkafka-spark-driver``; the channel's workers only feed the
+collector and call ``stop``.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from jetkafka.coordination.offsets import CommitUncertain
 from jetkafka.errors import CommitFenced
 from jetkafka.spark.arrow import to_dataframe
 from jetkafka.spark.batch import Collector, MicroBatch, Slice
+from jetkafka.spark.fence import BatchFence, StaleWriter
 from jetkafka.spark.ledger import MicroBatchLedger
 
 if TYPE_CHECKING:
@@ -41,6 +47,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("jetkafka.spark")
 
 _VERSION_CONFLICTS = (BadVersionError, NodeExistsError, NoNodeError)
+_LEASE_POLL_S = 0.1
 
 
 @dataclass
@@ -52,6 +59,8 @@ class DriverStats:
     events: int = 0  # events committed
     failures: int = 0  # fn attempts that raised
     dropped_slices: int = 0  # slices left to a partition's next owner
+    lease_waits: int = 0  # times a micro-batch waited for the local lease before running fn
+    stale_refusals: int = 0  # fn attempts refused by the fence (StaleWriter)
     last_batch_id: int | None = None
     last_batch_events: int = 0
     last_batch_seconds: float = 0.0
@@ -64,16 +73,18 @@ class MicroBatchDriver:
         ledger: MicroBatchLedger,
         context: ChannelContext,
         spark: SparkSession,
-        fn: Callable[[Any, int], Any],
+        fn: Callable[..., Any],
         value_format: str,
         schema: Any,
         stats: DriverStats | None = None,
+        fence_parameter: str | None = None,
     ) -> None:
         self.collector = collector
         self.ledger = ledger
         self.context = context
         self.spark = spark
         self.fn = fn
+        self.fence_parameter = fence_parameter  # "keyword", "positional" or None
         self.value_format = value_format
         self.schema = schema
         channel = context.config.channel
@@ -114,6 +125,8 @@ class MicroBatchDriver:
     def _run(self, batch: MicroBatch) -> None:
         attempt = 0
         while not self._stop.is_set():
+            if not self._await_lease(batch):
+                break
             self._prune(batch, "no longer held before running")
             if not batch.slices:
                 return
@@ -124,10 +137,21 @@ class MicroBatchDriver:
                     if not batch.slices:
                         return
                 step = "fn"
+                if not self._await_lease(batch):
+                    break
                 started = time.perf_counter()
                 df = to_dataframe(self.spark, batch.table(), self.value_format, self.schema)
-                self.fn(df, batch.batch_id)
+                self._call_fn(df, batch)
                 elapsed = time.perf_counter() - started
+            except StaleWriter as exc:
+                # Not a failure of fn: the fence said this run may not write. What is still held
+                # runs again once the lease is back; what is not is dropped by the prune above.
+                attempt += 1
+                self.stats.stale_refusals += 1
+                backoff_ms = min(self.backoff_max_ms, self.backoff_ms * (2 ** (attempt - 1)))
+                log.warning("micro-batch %s (%s): not written: %s", batch.batch_id, batch.ranges(), exc)
+                self._stop.wait(backoff_ms / 1000)
+                continue
             except Exception as exc:
                 attempt += 1
                 if step == "fn":
@@ -154,9 +178,46 @@ class MicroBatchDriver:
             batch.ranges(),
         )
 
+    def _call_fn(self, df: Any, batch: MicroBatch) -> None:
+        assert batch.batch_id is not None
+        if self.fence_parameter is None:
+            self.fn(df, batch.batch_id)
+            return
+        fence = BatchFence(batch.batch_id, batch.slices, self.context, self.collector)
+        if self.fence_parameter == "keyword":
+            self.fn(df, batch.batch_id, fence=fence)
+        else:
+            self.fn(df, batch.batch_id, fence)
+
+    def _await_lease(self, batch: MicroBatch) -> bool:
+        """Wait while the local lease is out (False if stopping meanwhile).
+
+        A process that was frozen, or cut off from ZooKeeper, for about its session timeout may
+        have lost its partitions without knowing yet: no ``fn`` may run (and write) before
+        ZooKeeper answers again. By then a lost session has been reported, and the prune that
+        follows drops the slices of every partition lost meanwhile.
+        """
+        if self.context.lease_valid():
+            return True
+        self.stats.lease_waits += 1
+        waited = time.monotonic()
+        log.warning(
+            "micro-batch %s (%s): no answer from ZooKeeper within the local lease; its function does not run "
+            "until ZooKeeper answers (partitions lost meanwhile are dropped from it)",
+            batch.batch_id,
+            batch.ranges(),
+        )
+        while not self._stop.wait(_LEASE_POLL_S):
+            if self.context.lease_valid():
+                log.info(
+                    "micro-batch %s: ZooKeeper answered again after %.1f s", batch.batch_id, time.monotonic() - waited
+                )
+                return True
+        return False
+
     def _prune(self, batch: MicroBatch, why: str) -> None:
-        for key, s in list(batch.slices.items()):
-            if not self.collector.is_current(s):
+        for s in list(batch.slices.values()):
+            if self.context.hold(*s.key) is not s.hold or not self.collector.is_current(s):
                 self._drop(batch, s, why)
 
     def _drop(self, batch: MicroBatch, s: Slice, why: str) -> None:

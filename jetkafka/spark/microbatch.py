@@ -25,16 +25,17 @@ from jetkafka.processors.base import BatchEventProcessor, BatchResponse
 from jetkafka.spark.arrow import messages_to_arrow, parse_schema
 from jetkafka.spark.batch import Bounds, Collector
 from jetkafka.spark.driver import DriverStats, MicroBatchDriver
+from jetkafka.spark.fence import fence_parameter
 from jetkafka.spark.ledger import MicroBatchLedger
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
     from jetkafka.channel.context import ChannelContext
 
 log = logging.getLogger("jetkafka.spark")
 
-BatchFunction = Callable[["DataFrame", int], Any]
+BatchFunction = Callable[..., Any]  # fn(df, batch_id), or fn(df, batch_id, fence)
 
 
 def resolve_function(fn: BatchFunction | str, fn_options: Mapping[str, Any] | None = None) -> BatchFunction:
@@ -58,7 +59,7 @@ def resolve_function(fn: BatchFunction | str, fn_options: Mapping[str, Any] | No
     if fn_options is not None:
         target = target(**dict(fn_options))
     if not callable(target):
-        raise ValueError(f"fn must be callable as fn(df, batch_id), got {target!r}")
+        raise ValueError(f"fn must be callable as fn(df, batch_id) or fn(df, batch_id, fence), got {target!r}")
     return target  # type: ignore[no-any-return]
 
 
@@ -68,7 +69,8 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
     Options (also as ``processor.options`` in YAML):
 
     - ``fn``: the batch function, or "package.module:name"; with ``fn_options`` the name is a
-      factory called with those options that returns the function.
+      factory called with those options that returns the function. A function taking a third
+      parameter (or a keyword ``fence``) also gets a :class:`~jetkafka.spark.fence.BatchFence`.
     - ``max_events`` / ``max_bytes`` / ``max_interval_ms``: a micro-batch closes at the first
       bound reached (bytes of Arrow data; interval counted from its first event).
     - ``value_format``: ``binary`` (default), ``text`` (UTF-8 string) or ``json`` (a struct
@@ -100,6 +102,7 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
         if max_interval_ms < 0:
             raise ValueError(f"max_interval_ms must be >= 0, got {max_interval_ms}")
         self.fn = resolve_function(fn, fn_options)
+        self.fence_parameter = fence_parameter(self.fn)
         self.value_format = value_format
         self.schema = parse_schema(schema, value_format)
         self.bounds = Bounds(max_events, max_bytes, max_interval_ms)
@@ -139,7 +142,15 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
         # partitions were all released before on_stop.
         self.collector = Collector(self.bounds)
         self._driver = MicroBatchDriver(
-            self.collector, self._ledger, context, self.spark, self.fn, self.value_format, self.schema, self._stats
+            self.collector,
+            self._ledger,
+            context,
+            self.spark,
+            self.fn,
+            self.value_format,
+            self.schema,
+            stats=self._stats,
+            fence_parameter=self.fence_parameter,
         )
         self._driver.start()
         log.info(
