@@ -181,9 +181,9 @@ def truncate(kafka_config: dict[str, Any], topic: str, before: int) -> None:
 
 @pytest.mark.parametrize("policy", ["earliest", "latest", "fail"])
 def test_out_of_range_moves_the_micro_batches_on(spark, zk, zk_connect, kafka_config, topic_factory, produce, tmp_path, policy) -> None:
-    """A partition registered and streaming runs out of range (its next records were deleted
-    while it was paused): after the policy's move (or the reset lifting a ``fail`` halt)
-    micro-batches commit again from the new position."""
+    """A partition registered and streaming runs out of range: retention deleted the log below
+    offset 50, and the partition is moved to offset 10. After the policy's move (or the reset
+    lifting a ``fail`` halt) micro-batches commit again from the new position."""
     topic = topic_factory(partitions=PARTITIONS)
     feed = Feed(topic, produce)
     feed.add(200)  # offsets 0..99 per partition
@@ -192,28 +192,33 @@ def test_out_of_range_moves_the_micro_batches_on(spark, zk, zk_connect, kafka_co
     channel, processor = start(spark, zk_connect, kafka_config, topic, fn, on_out_of_range=policy)
     try:
         wait_until(lambda: committed(zk, topic) == {0: 100, 1: 100}, timeout=120, what="the first records committed")
-        channel.pause()
-        feed.add(200)  # offsets 100..199, never read: deleted below
-        truncate(kafka_config, topic, 150)
-        channel.resume()
+        truncate(kafka_config, topic, 50)
+        for p in range(PARTITIONS):
+            channel.reposition(topic, p, 10)  # below the log's start: the next fetch is out of range
+        again_from, end = {"earliest": (50, 100), "latest": (100, 120), "fail": (60, 100)}[policy]
         if policy == "fail":
             wait_until(
                 lambda: sum(1 for p in channel.partitions() if p.halted) == PARTITIONS, timeout=60, what="both halted"
             )
-            reset_offsets(channel.config, topic, 150, timeout=60)
-        end = 200
-        if policy == "latest":
-            wait_until(lambda: committed(zk, topic) == {0: 200, 1: 200}, timeout=60, what="the move to the end")
-            feed.add(40)  # offsets 200..219
-            end = 220
+            reset_offsets(channel.config, topic, again_from, timeout=60)
         wait_until(
-            lambda: committed(zk, topic) == {0: end, 1: end}, timeout=120, what="micro-batches committed to the end"
+            lambda: committed(zk, topic) == {0: again_from, 1: again_from} or committed(zk, topic) == {0: end, 1: end},
+            timeout=60,
+            what="the move",
         )
-        wait_until(lambda: processor.collector.running is None, timeout=30, what="the driver idle")
+        if policy == "latest":
+            feed.add(40)  # offsets 100..119
+        wait_until(
+            lambda: committed(zk, topic) == {0: end, 1: end} and processor.collector.running is None,
+            timeout=120,
+            what="micro-batches committed to the end",
+        )
+        out_of_range = sum(n for (_, kind), n in channel.stats.errors.items() if kind == "offset_out_of_range")
+        assert out_of_range == PARTITIONS, f"{out_of_range} out-of-range fetches reported"
     finally:
         assert channel.shutdown()
-    skipped = range(100, 200) if policy == "latest" else range(100, 150)
-    expected = {pos: 1 for pos in feed.position.values() if pos[1] not in skipped}
+    # Before the move: 0..99 once each. After it: again from the new position.
+    expected = {pos: 2 if again_from <= pos[1] < 100 else 1 for pos in feed.position.values()}
     assert copies(out, feed) == expected
 
 
