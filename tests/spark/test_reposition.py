@@ -19,7 +19,6 @@ import subprocess
 import sys
 import threading
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
