@@ -163,6 +163,9 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
         self._ledger.prepare(context.config.channel.topics)
         if self.settle_timeout_s is None:
             self.settle_timeout_s = context.config.channel.shutdown_timeout_s / 2
+        if self._driver is not None and self._driver.alive:
+            # A start that failed after on_start is not followed by on_stop: end that driver here.
+            self._driver.stop(timeout=30)
         # A fresh collector per start: the previous driver stopped the old one for good, and its
         # partitions were all released before on_stop.
         self.collector = Collector(self.bounds)
