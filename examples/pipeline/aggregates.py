@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from jetkafka.spark.fence import BatchFence
 from jetkafka.spark.sinks import ParquetSink
 
 MINUTE_MS = 60_000
@@ -33,16 +34,17 @@ def minute_partials(df: Any) -> Any:
     )
 
 
-def minute_writer(path: str) -> Callable[[Any, int], None]:
-    """The batch function: ``fn(df, batch_id)`` writing partial aggregates to Parquet at ``path``.
+def minute_writer(path: str) -> Callable[..., None]:
+    """The batch function: ``fn(df, batch_id, fence)`` writing partial aggregates to Parquet at
+    ``path``; the fence keeps a stale run (a frozen instance, a lost partition) from publishing.
 
     Named in YAML as ``fn: examples.pipeline.aggregates:minute_writer`` with
     ``fn_options: {path: ...}``.
     """
     sink = ParquetSink(path)
 
-    def write_minutes(df: Any, batch_id: int) -> None:
-        sink.write(minute_partials(df), batch_id)
+    def write_minutes(df: Any, batch_id: int, fence: BatchFence | None = None) -> None:
+        sink.write(minute_partials(df), batch_id, fence)
 
     return write_minutes
 

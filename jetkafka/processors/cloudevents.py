@@ -20,6 +20,17 @@ record *n* is finished):
 5. a dead-letter sink that fails keeps the record: it is offered to the sink again after a
    back-off, never POSTed to the subscriber again, and never committed past.
 
+Every event sent (to the subscriber or a dead-letter URL or topic) carries the extension
+attribute ``jetkafkaepoch``: the fencing token of the partition hold it was sent under
+(``ChannelContext.fencing_token``). A later owner of the partition always sends a greater one,
+so a subscriber that keeps the greatest token per (topic, partition) can refuse a sender that
+lost the partition and still sends (a frozen process woken up). Tracing headers
+(``traceparent``, ``tracestate``) travel as before.
+
+A partition moved by an offset reset or the out-of-range policy (:meth:`HttpDispatcher.on_reposition`)
+forgets its unfinished record: retries and dead-letter attempts of the old position are void,
+and the record at the new position starts as a first delivery.
+
 Guarantees: every record is delivered (2xx) or acknowledged by the dead-letter sink before
 its offset is committed (at least once). A batch ends with a commit of everything finished,
 so after a crash only the records finished since the last commit are sent again: at most the
@@ -64,6 +75,9 @@ _TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _MIN_DEAD_LETTER_WAIT_MS = 100
 # After an unexpected error on a record, come back to it after this long.
 _ERROR_WAIT_MS = 1000
+# The fencing-token extension attribute: CloudEvents extension names are lower-case letters and
+# digits (at most 20), and jetkafka's own attributes share the "jetkafka" prefix.
+EPOCH_ATTRIBUTE = "jetkafkaepoch"
 
 
 @dataclass
@@ -201,6 +215,8 @@ class HttpDispatcher(BatchEventProcessor):
     def on_next_batch(self, source: PartitionSource, events: EventBatch) -> BatchResponse:
         key = (source.topic, source.partition)
         hold = self._hold(key)
+        # The hold's token, read once per batch: the batch is sent under this hold or not at all.
+        token = getattr(hold, "epoch", None)
         deadline = time.monotonic() + self.max_turn_s
         last = events.last_offset
         for index, record in enumerate(events):
@@ -210,7 +226,7 @@ class HttpDispatcher(BatchEventProcessor):
             if index and self._hold(key) is not hold:
                 raise PartitionLost(source.topic, source.partition, "lost while delivering")
             try:
-                wait_ms = self._deliver(source, record)
+                wait_ms = self._deliver(source, record, token)
             except PartitionLost:
                 raise
             except Exception:
@@ -226,6 +242,18 @@ class HttpDispatcher(BatchEventProcessor):
         self._pending.pop((source.topic, source.partition), None)
         return BatchResponse.advance()  # the position is always the first unfinished record
 
+    def on_reposition(self, source: PartitionSource, old_offset: int, reason: str) -> None:
+        """An offset reset or the out-of-range policy moved the partition: the unfinished record
+        of the old position is void (its retry count, back-off and dead-letter state go), and
+        the next batch starts at the new position as a first delivery."""
+        pending = self._pending.pop((source.topic, source.partition), None)
+        if pending is not None:
+            log.warning(
+                "%s[%d]: repositioned (%s) from offset %d to %d: delivery of offset %d (%d attempt(s)) abandoned",
+                source.topic, source.partition, reason, old_offset, source.head_offset, pending.offset,
+                pending.attempts,
+            )
+
     def on_exception(self, source: PartitionSource, error: BaseException) -> BatchResponse | None:
         if isinstance(error, PartitionLost):
             self._pending.pop((source.topic, source.partition), None)
@@ -239,8 +267,9 @@ class HttpDispatcher(BatchEventProcessor):
     def _labels(self, record: Event) -> tuple[str, str, str]:
         return (self.subscription, record.topic, str(record.partition))
 
-    def _deliver(self, source: PartitionSource, record: Event) -> int | None:
-        """Finish ``record`` (None), or the milliseconds after which to come back to it."""
+    def _deliver(self, source: PartitionSource, record: Event, token: int | None) -> int | None:
+        """Finish ``record`` (None), or the milliseconds after which to come back to it.
+        ``token`` is the fencing token of the hold the batch is sent under."""
         key = (source.topic, source.partition)
         pending = self._pending.get(key)
         if pending is not None and pending.offset != record.offset:
@@ -248,15 +277,16 @@ class HttpDispatcher(BatchEventProcessor):
         if pending is None:
             pending = _Pending(record.offset, time.monotonic())
         self._pending[key] = pending
+        fencing = {} if token is None else {EPOCH_ATTRIBUTE: token}
         if pending.exhausted:
-            return self._give_up(source, record, pending)
+            return self._give_up(source, record, pending, fencing)
         try:
             event = self._encoder.decode(record)
-            headers, body = event.to_http(self._encoder.mode_for(event))
+            headers, body = event.to_http(self._encoder.mode_for(event), fencing)
         except EncodingError as exc:
             pending.reason, pending.exhausted = f"not a valid CloudEvent: {exc}", True
             log.error("%s[%d] offset %d: %s", record.topic, record.partition, record.offset, pending.reason)
-            return self._give_up(source, record, pending)
+            return self._give_up(source, record, pending, fencing)
         attempt = self._sender.post(self.url, headers, body)
         pending.attempts += 1
         if attempt.ok:
@@ -281,9 +311,11 @@ class HttpDispatcher(BatchEventProcessor):
             record.topic, record.partition, record.offset, self.url, pending.reason, pending.attempts,
             "" if self.policy.retryable(attempt.status) else "; not retryable",
         )
-        return self._give_up(source, record, pending)
+        return self._give_up(source, record, pending, fencing)
 
-    def _give_up(self, source: PartitionSource, record: Event, pending: _Pending) -> int | None:
+    def _give_up(
+        self, source: PartitionSource, record: Event, pending: _Pending, fencing: Mapping[str, Any]
+    ) -> int | None:
         """Hand the record to the dead-letter sink (or drop it without one)."""
         key = (source.topic, source.partition)
         labels = self._labels(record)
@@ -298,7 +330,10 @@ class HttpDispatcher(BatchEventProcessor):
             event = self._encoder.decode(record)
         except EncodingError:
             event = self._encoder.plain(record)  # dead-letter what could not be read, as it is
-        extensions = error_extensions(self.url, pending.reason, pending.status, pending.body, pending.attempts, record)
+        extensions = {
+            **error_extensions(self.url, pending.reason, pending.status, pending.body, pending.attempts, record),
+            **fencing,
+        }
         try:
             sink.send(record, event, extensions, pending.attempts)
         except DeadLetterFailed as exc:

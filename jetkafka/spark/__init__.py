@@ -2,14 +2,30 @@
 
 - :class:`SparkMicroBatchProcessor`: gathers the events of every owned partition into
   micro-batches and calls ``fn(df, batch_id)``, committing offsets only after it returned.
-- :class:`ParquetSink`: an idempotent Parquet sink, keyed by (batch_id, topic, partition).
+- :class:`ParquetSink`: an idempotent Parquet sink, keyed by (batch_id, topic, partition),
+  whose slices are published once and never replaced.
+- :class:`BatchFence`: what ``fn(df, batch_id, fence)`` gets to refuse a stale writer
+  (:class:`StaleWriter`).
 - :func:`build_session`: the Spark session described by the ``spark:`` configuration section.
 
 See ``docs/spark.md``.
 """
 
+from jetkafka.spark.fence import BatchFence, StaleWriter
 from jetkafka.spark.microbatch import SparkMicroBatchProcessor, resolve_function
+from jetkafka.spark.publish import SinkError
 from jetkafka.spark.session import SparkSessionError, build_session
-from jetkafka.spark.sinks import ParquetSink
+from jetkafka.spark.sinks import ParquetSink, Publication, StagedWrite
 
-__all__ = ["ParquetSink", "SparkMicroBatchProcessor", "SparkSessionError", "build_session", "resolve_function"]
+__all__ = [
+    "BatchFence",
+    "ParquetSink",
+    "Publication",
+    "SinkError",
+    "SparkMicroBatchProcessor",
+    "SparkSessionError",
+    "StagedWrite",
+    "StaleWriter",
+    "build_session",
+    "resolve_function",
+]

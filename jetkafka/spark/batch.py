@@ -14,10 +14,17 @@ or lost:
 - *streaming*: events go to the open micro-batch.
 
 A partition is registered under its current *hold* (``ChannelContext.hold``), with a new
-``generation`` number each time. The driver drops a slice whose generation is no longer the
-registered one (the partition was released or lost meanwhile), and commits every slice under
-the hold it was gathered in, so work of an earlier hold can never be committed under a later
-one: the partition's next owner replays it instead.
+``generation`` number each time: at its first batch under a hold, and again at its first batch
+after a reposition (an offset reset or the out-of-range policy moved it). The driver drops a
+slice whose generation is no longer the registered one (the partition was released, lost or
+repositioned meanwhile), and commits every slice under the hold it was gathered in, so work of
+an earlier hold can never be committed under a later one (the partition's next owner replays
+it instead), nor work gathered from an earlier position over a later one.
+
+Threads: the worker holding a partition's turn registers, feeds and forgets it; the driver
+thread takes micro-batches and may forget a partition whose chain of slices it had to break
+(its next batch then re-reads from the committed offset). A processor's collector lives from
+one ``on_start`` to the next ``on_stop``: a resubscribe (hot deploy) gets a fresh one.
 """
 
 from __future__ import annotations
@@ -57,6 +64,9 @@ class Slice:
     events: int = 0
     nbytes: int = 0
     pending_version: int | None = None  # of this slice's pending node, once recorded
+    # The hold's offset-node version the slice's commit expects: right after its record (or, for
+    # a replay, at registration). Any other write under the hold since (a reposition) voids it.
+    recorded_version: int | None = None
 
     @property
     def key(self) -> Key:
@@ -164,6 +174,9 @@ class Collector:
             if pending is not None and pending.batch_id >= 0 and pending.start == committed < pending.end:
                 part.replay = Slice(key[0], key[1], committed, committed, part.generation, hold)
                 part.replay.pending_version = pending.version
+                # Registration runs in the partition's turn, with nothing of this hold written by
+                # the driver yet: the version read now is the one the replay's commit must find.
+                part.replay.recorded_version = hold.offset_version
                 part.replay_id, part.replay_end = pending.batch_id, pending.end
                 log.warning(
                     "%s[%d]: replaying micro-batch %d, offsets %d..%d, left uncommitted by %s",
@@ -246,7 +259,9 @@ class Collector:
         self.cond.notify_all()
 
     def forget(self, key: Key) -> None:
-        """The partition was released or lost: drop what is not yet in Spark's hands."""
+        """The partition was released, lost or repositioned: drop what is not yet in Spark's
+        hands. A slice in the running batch is left to the driver, which drops it (its
+        generation is gone) before anything more is written for it."""
         with self.cond:
             self._parts.pop(key, None)
             self.open.drop(key)
@@ -314,9 +329,11 @@ class Collector:
             self.cond.notify_all()
 
     def is_current(self, s: Slice) -> bool:
+        """Whether ``s`` belongs to the partition's registration in force (not released, lost
+        or repositioned since it was gathered)."""
         with self.cond:
             part = self._parts.get(s.key)
-            return part is not None and part.generation == s.generation
+            return part is not None and part.generation == s.generation and part.hold is s.hold
 
     def stale_versions(self, keys: Sequence[Key]) -> dict[Key, int | None]:
         with self.cond:

@@ -3,17 +3,29 @@
 One micro-batch at a time, in this order:
 
 1. *record* (new batches only): allocate the batch id and write the pending ranges, fenced
-   by each partition's hold (see :mod:`jetkafka.spark.ledger`). A partition refused by the
-   fence is dropped from the batch before anything ran: its events were never processed.
-2. *run*: build the DataFrame from Arrow and call ``fn(df, batch_id)``. If ``fn`` (or Spark)
-   raises, nothing is committed and the same batch, same id and ranges, runs again after the
-   channel's back-off (``channel.error_backoff_ms`` doubling up to ``error_backoff_max_ms``).
-3. *done*: commit every slice's end offset and delete its pending node, in one transaction.
+   by each partition's hold and conditional on its committed offset still being the slice's
+   start (see :mod:`jetkafka.spark.ledger`). A partition refused by the fence, or moved by a
+   reposition, is dropped from the batch before anything ran: its events were never processed.
+2. *run*: wait while this instance's local lease is out (``ChannelContext.lease_valid``: a
+   process frozen or cut off from ZooKeeper runs no ``fn``), build the DataFrame from Arrow and
+   call ``fn(df, batch_id)`` (or ``fn(df, batch_id, fence)``, see :mod:`jetkafka.spark.fence`).
+   If ``fn`` (or Spark) raises, nothing is committed and the same batch, same id and ranges,
+   runs again after the channel's back-off (``channel.error_backoff_ms`` doubling up to
+   ``error_backoff_max_ms``).
+3. *done*: commit every slice's end offset and delete its pending node, in one transaction,
+   only if nothing else was written under the slice's hold since its record (checked under the
+   holds' locks): an offset reset or the out-of-range policy that moved the partition meanwhile
+   voids the slice, which is then neither committed nor replayed (docs/spark.md, Repositions).
    A partition refused by the fence is dropped and the rest committed again: its pending node
-   stays, so the partition's new owner replays the slice under the same batch id and the
-   slice's output is overwritten, not duplicated.
+   stays, so the partition's new owner replays the slice under the same batch id.
 
-Before each attempt, slices of partitions no longer held (released or lost) are dropped.
+Before each attempt, slices of partitions no longer held (released, lost or repositioned) are
+dropped. A slice dropped while its partition is still held breaks the chain of slices (the next
+one would not start at the committed offset): the partition is then forgotten by the collector,
+and its next batch re-reads from the committed offset.
+
+Thread: everything here runs on ``jetkafka-spark-driver``; the channel's workers only feed the
+collector and call ``stop``.
 """
 
 from __future__ import annotations
@@ -28,9 +40,10 @@ from typing import TYPE_CHECKING, Any
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from jetkafka.coordination.offsets import CommitUncertain
-from jetkafka.errors import CommitFenced
+from jetkafka.errors import CommitFenced, OffsetMoved
 from jetkafka.spark.arrow import to_dataframe
 from jetkafka.spark.batch import Collector, MicroBatch, Slice
+from jetkafka.spark.fence import BatchFence, StaleWriter
 from jetkafka.spark.ledger import MicroBatchLedger
 
 if TYPE_CHECKING:
@@ -41,15 +54,29 @@ if TYPE_CHECKING:
 log = logging.getLogger("jetkafka.spark")
 
 _VERSION_CONFLICTS = (BadVersionError, NodeExistsError, NoNodeError)
+_LEASE_POLL_S = 0.1
+
+
+class _SliceVoid(Exception):
+    """Raised inside a commit's transaction (under the holds' locks): a slice may not be written."""
+
+    def __init__(self, key: tuple[str, int], why: str) -> None:
+        super().__init__(why)
+        self.key = key
+        self.why = why
 
 
 @dataclass
 class DriverStats:
+    """Counts over the processor's life (kept across the drivers of successive starts)."""
+
     batches: int = 0  # micro-batches committed
     replays: int = 0  # of which replays of an earlier owner's batch
     events: int = 0  # events committed
     failures: int = 0  # fn attempts that raised
-    dropped_slices: int = 0  # slices left to a partition's next owner
+    dropped_slices: int = 0  # slices left to a partition's next owner, or voided by a reposition
+    lease_waits: int = 0  # times a micro-batch waited for the local lease before running fn
+    stale_refusals: int = 0  # fn attempts refused by the fence (StaleWriter)
     last_batch_id: int | None = None
     last_batch_events: int = 0
     last_batch_seconds: float = 0.0
@@ -62,21 +89,24 @@ class MicroBatchDriver:
         ledger: MicroBatchLedger,
         context: ChannelContext,
         spark: SparkSession,
-        fn: Callable[[Any, int], Any],
+        fn: Callable[..., Any],
         value_format: str,
         schema: Any,
+        stats: DriverStats | None = None,
+        fence_parameter: str | None = None,
     ) -> None:
         self.collector = collector
         self.ledger = ledger
         self.context = context
         self.spark = spark
         self.fn = fn
+        self.fence_parameter = fence_parameter  # "keyword", "positional" or None
         self.value_format = value_format
         self.schema = schema
         channel = context.config.channel
         self.backoff_ms = channel.error_backoff_ms
         self.backoff_max_ms = channel.error_backoff_max_ms
-        self.stats = DriverStats()
+        self.stats = stats if stats is not None else DriverStats()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="jetkafka-spark-driver", daemon=True)
 
@@ -111,7 +141,9 @@ class MicroBatchDriver:
     def _run(self, batch: MicroBatch) -> None:
         attempt = 0
         while not self._stop.is_set():
-            self._prune(batch, "no longer held before running")
+            if not self._await_lease(batch):
+                break
+            self._prune(batch, "before running")
             if not batch.slices:
                 return
             step = "record"
@@ -121,15 +153,25 @@ class MicroBatchDriver:
                     if not batch.slices:
                         return
                 step = "fn"
+                if not self._await_lease(batch):
+                    break
                 started = time.perf_counter()
                 df = to_dataframe(self.spark, batch.table(), self.value_format, self.schema)
-                self.fn(df, batch.batch_id)
+                self._call_fn(df, batch)
                 elapsed = time.perf_counter() - started
+            except StaleWriter as exc:
+                # Not a failure of fn: the fence said this run may not write. What is still held
+                # runs again once the lease is back; what is not is dropped by the prune above.
+                attempt += 1
+                self.stats.stale_refusals += 1
+                log.warning("micro-batch %s (%s): not written: %s", batch.batch_id, batch.ranges(), exc)
+                self._stop.wait(self._backoff_ms(attempt) / 1000)
+                continue
             except Exception as exc:
                 attempt += 1
                 if step == "fn":
                     self.stats.failures += 1
-                backoff_ms = min(self.backoff_max_ms, self.backoff_ms * (2 ** (attempt - 1)))
+                backoff_ms = self._backoff_ms(attempt)
                 log.error(
                     "micro-batch %s (%s): %s failed (attempt %d): %s: %s; nothing committed, retrying in %d ms",
                     batch.batch_id,
@@ -151,10 +193,52 @@ class MicroBatchDriver:
             batch.ranges(),
         )
 
-    def _prune(self, batch: MicroBatch, why: str) -> None:
-        for key, s in list(batch.slices.items()):
-            if not self.collector.is_current(s):
-                self._drop(batch, s, why)
+    def _backoff_ms(self, attempt: int) -> int:
+        return int(min(self.backoff_max_ms, self.backoff_ms * (2 ** (attempt - 1))))
+
+    def _call_fn(self, df: Any, batch: MicroBatch) -> None:
+        assert batch.batch_id is not None
+        if self.fence_parameter is None:
+            self.fn(df, batch.batch_id)
+            return
+        fence = BatchFence(batch.batch_id, batch.slices, self.context, self.collector)
+        if self.fence_parameter == "keyword":
+            self.fn(df, batch.batch_id, fence=fence)
+        else:
+            self.fn(df, batch.batch_id, fence)
+
+    def _await_lease(self, batch: MicroBatch) -> bool:
+        """Wait while the local lease is out (False if stopping meanwhile).
+
+        A process that was frozen, or cut off from ZooKeeper, for about its session timeout may
+        have lost its partitions without knowing yet: no ``fn`` may run (and write) before
+        ZooKeeper answers again. By then a lost session has been reported, and the prune that
+        follows drops the slices of every partition lost meanwhile.
+        """
+        if self.context.lease_valid():
+            return True
+        self.stats.lease_waits += 1
+        waited = time.monotonic()
+        log.warning(
+            "micro-batch %s (%s): no answer from ZooKeeper within the local lease; its function does not run "
+            "until ZooKeeper answers (partitions lost meanwhile are dropped from it)",
+            batch.batch_id,
+            batch.ranges(),
+        )
+        while not self._stop.wait(_LEASE_POLL_S):
+            if self.context.lease_valid():
+                log.info(
+                    "micro-batch %s: ZooKeeper answered again after %.1f s", batch.batch_id, time.monotonic() - waited
+                )
+                return True
+        return False
+
+    def _prune(self, batch: MicroBatch, when: str) -> None:
+        for s in list(batch.slices.values()):
+            if self.context.hold(*s.key) is not s.hold:
+                self._drop(batch, s, f"no longer held {when}")
+            elif not self.collector.is_current(s):
+                self._void(batch, s, f"repositioned or given up {when}")
 
     def _drop(self, batch: MicroBatch, s: Slice, why: str) -> None:
         batch.drop(s.key)
@@ -169,13 +253,32 @@ class MicroBatchDriver:
             "its next owner replays them" if batch.batch_id is not None else "its next owner reads them again",
         )
 
+    def _void(self, batch: MicroBatch, s: Slice, why: str) -> None:
+        """Drop a slice that must not be written, and re-synchronise its partition if this
+        instance still holds it: the partition's next batch re-reads from the committed offset."""
+        batch.drop(s.key)
+        self.stats.dropped_slices += 1
+        current = self.collector.is_current(s)
+        if current:
+            self.collector.forget(s.key)
+        log.warning(
+            "micro-batch %s: %s[%d] offsets %d..%d not committed (%s)%s",
+            batch.batch_id,
+            s.topic,
+            s.partition,
+            s.start,
+            s.end - 1,
+            why,
+            "; the partition is read again from its committed offset" if current else "",
+        )
+
     def _record(self, batch: MicroBatch) -> None:
         for _ in range(100):
-            self._prune(batch, "no longer held when recording")
+            self._prune(batch, "when recording")
             for s in list(batch.slices.values()):
                 committed = s.hold.committed if s.hold is not None else None
                 if committed != s.start:
-                    self._drop(batch, s, f"committed offset {committed} is not the slice's start")
+                    self._void(batch, s, f"the committed offset is {committed}, not the slice's start")
             if not batch.slices:
                 return
             keys = sorted(batch.slices)
@@ -183,16 +286,33 @@ class MicroBatchDriver:
             existing = self.collector.stale_versions(keys)
             ranges = {k: (batch.slices[k].start, batch.slices[k].end) for k in keys}
             versions: dict[tuple[str, int], int] = {}
+            recorded: dict[tuple[str, int], int] = {}
 
             def add(tx: Any) -> None:
+                # Under the holds' locks: a reposition is either before (and seen here) or after.
+                for k in keys:
+                    s = batch.slices[k]
+                    if not self.collector.is_current(s):
+                        raise _SliceVoid(k, "repositioned or given up while being recorded")
+                    assert s.hold is not None
+                    recorded[k] = s.hold.offset_version + 1  # this transaction's write comes next
                 versions.update(self.ledger.add_record(tx, next_id, counter_version, ranges, existing))
 
             try:
                 self.context.commit(
-                    {k: ranges[k][0] for k in keys}, extra=add, holds={k: batch.slices[k].hold for k in keys}
+                    {k: ranges[k][0] for k in keys},
+                    extra=add,
+                    holds={k: batch.slices[k].hold for k in keys},  # type: ignore[misc]
+                    expected={k: ranges[k][0] for k in keys},
                 )
             except CommitFenced as exc:
                 self._drop_fenced(batch, exc)
+                continue
+            except OffsetMoved as exc:
+                self._void_key(batch, (exc.topic, exc.partition), f"repositioned to offset {exc.actual}")
+                continue
+            except _SliceVoid as exc:
+                self._void_key(batch, exc.key, exc.why)
                 continue
             except _VERSION_CONFLICTS:
                 # Another instance took a batch id meanwhile, or a leftover pending node is in the
@@ -203,10 +323,17 @@ class MicroBatchDriver:
             batch.batch_id = next_id
             for k in keys:
                 batch.slices[k].pending_version = versions[k]
+                batch.slices[k].recorded_version = recorded[k]
                 self.collector.set_stale(k, None)
             log.info("micro-batch %d recorded: %s (%d events)", next_id, batch.ranges(), batch.events)
             return
         raise RuntimeError("could not record the micro-batch: batch id or pending nodes kept changing")
+
+    def _void_key(self, batch: MicroBatch, key: tuple[str, int], why: str) -> None:
+        s = batch.slices.get(key)
+        if s is None:
+            raise RuntimeError(f"{key[0]}[{key[1]}] refused a micro-batch commit it is not part of: {why}")
+        self._void(batch, s, why)
 
     def _drop_fenced(self, batch: MicroBatch, exc: CommitFenced) -> None:
         """A commit named a partition this instance lost: drop its slice (raise if not in the batch)."""
@@ -218,21 +345,40 @@ class MicroBatchDriver:
     def _done(self, batch: MicroBatch, elapsed: float) -> None:
         attempt = 0
         while not self._stop.is_set():
-            self._prune(batch, "no longer held when committing")
+            self._prune(batch, "when committing")
             if not batch.slices:
                 return
             keys = sorted(batch.slices)
             offsets = {k: batch.slices[k].end for k in keys}
             versions = {k: batch.slices[k].pending_version for k in keys}
             assert all(v is not None for v in versions.values())
+
+            def add(tx: Any) -> None:
+                # Under the holds' locks, where every write of this instance for the partition
+                # happens: a version other than the one the record left means a reposition
+                # (reset, out of range) landed since; the slice's end must not overwrite it.
+                for k in keys:
+                    s = batch.slices[k]
+                    assert s.hold is not None
+                    if s.hold.offset_version != s.recorded_version:
+                        raise _SliceVoid(k, "the partition was repositioned after the slice was recorded")
+                self.ledger.add_done(tx, versions)  # type: ignore[arg-type]
+
             try:
                 self.context.commit(
                     offsets,
-                    extra=lambda tx: self.ledger.add_done(tx, versions),  # type: ignore[arg-type]
-                    holds={k: batch.slices[k].hold for k in keys},
+                    extra=add,
+                    holds={k: batch.slices[k].hold for k in keys},  # type: ignore[misc]
+                    expected={k: batch.slices[k].start for k in keys},
                 )
             except CommitFenced as exc:
                 self._drop_fenced(batch, exc)
+                continue
+            except OffsetMoved as exc:
+                self._void_key(batch, (exc.topic, exc.partition), f"repositioned to offset {exc.actual}")
+                continue
+            except _SliceVoid as exc:
+                self._void_key(batch, exc.key, exc.why)
                 continue
             except _VERSION_CONFLICTS:
                 # A pending node changed under us: someone finished or replaced that slice.
@@ -240,11 +386,11 @@ class MicroBatchDriver:
                 for k in keys:
                     pending = current[k]
                     if pending is None or pending.version != versions[k] or pending.batch_id != batch.batch_id:
-                        self._drop(batch, batch.slices[k], "its pending range was finished or replaced elsewhere")
+                        self._void(batch, batch.slices[k], "its pending range was finished or replaced elsewhere")
                 continue
             except CommitUncertain as exc:
                 attempt += 1
-                backoff_ms = min(self.backoff_max_ms, self.backoff_ms * (2 ** (attempt - 1)))
+                backoff_ms = self._backoff_ms(attempt)
                 log.warning(
                     "micro-batch %s (%s): commit postponed, ZooKeeper unreachable (%s); retrying in %d ms",
                     batch.batch_id,

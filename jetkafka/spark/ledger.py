@@ -17,6 +17,11 @@ A micro-batch's life in ZooKeeper, per partition slice ``[from, to)``:
 A pending node therefore exists exactly while its slice's output may be written but its offsets
 are not committed, and its ``from`` equals the committed offset. Whoever owns the partition
 next replays ``[from, to)`` under the same batch id before anything newer.
+
+A reposition (an offset reset, the out-of-range policy) abandons the partition's pending range:
+the holder deletes the node in one transaction with a fenced rewrite of the (new) committed
+offset (:meth:`MicroBatchLedger.abandon`), so only the partition's current holder can abandon
+it, and the recorded batch is never replayed.
 """
 
 from __future__ import annotations
@@ -25,11 +30,16 @@ import json
 import logging
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from jetkafka.coordination.paths import GroupPaths
+
+if TYPE_CHECKING:
+    from jetkafka.channel.context import ChannelContext
+    from jetkafka.coordination.ownership import Lease
 
 log = logging.getLogger("jetkafka.spark")
 
@@ -131,6 +141,22 @@ class MicroBatchLedger:
         """Operations deleting the pending nodes at the versions this instance wrote or read."""
         for key, version in sorted(versions.items()):
             tx.delete(self.pending_path(*key), version=version)
+
+    def abandon(self, context: ChannelContext, hold: Lease, pending: PendingRange) -> None:
+        """Delete ``pending`` (read at its version) under ``hold``, fenced: one transaction with
+        the rewrite of the unchanged committed offset, conditional on it. Raises
+        :class:`~jetkafka.errors.CommitFenced` if the hold is gone, and kazoo's
+        ``BadVersionError`` / ``NoNodeError`` if the node changed since it was read."""
+        key = pending.key
+        committed = hold.committed
+        assert committed is not None
+        path = self.pending_path(*key)
+        context.commit(
+            {key: committed},
+            extra=lambda tx: tx.delete(path, version=pending.version),
+            holds={key: hold},
+            expected={key: committed},
+        )
 
 
 def encode_pending(batch_id: int, start: int, end: int, consumer: str) -> bytes:

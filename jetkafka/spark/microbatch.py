@@ -5,6 +5,17 @@ them to Arrow and adds them to the open micro-batch; no offset is committed ther
 thread closes the micro-batch (``max_events``, ``max_bytes`` or ``max_interval_ms``), records
 its offset ranges in ZooKeeper, calls ``fn(df, batch_id)`` and then commits every partition's
 offsets together with marking the ranges done. See ``docs/spark.md`` for the guarantees.
+
+Threads: each partition's callbacks (``on_next_batch``, ``on_idle``, ``on_reposition``,
+``on_stream_termination``, ``on_exception``) run on the worker holding its turn, one at a time;
+state kept per partition here (``_moved``) is only touched there. ``on_start`` / ``on_stop``
+run on the thread starting or stopping the channel, around every resubscribe of a hot deploy:
+each start gets a fresh collector and driver thread, so nothing of a stopped driver (its
+stopping flag, its half-gathered batches) reaches the next one.
+
+A reposition (:meth:`on_reposition`: an offset reset, the out-of-range policy, a halt lifted by
+a reset) drops what was gathered from the old position; the partition is registered again at
+its next batch, from the new committed offset, after abandoning its pending range in ZooKeeper.
 """
 
 from __future__ import annotations
@@ -12,25 +23,43 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
+
+from kazoo.exceptions import BadVersionError, NoNodeError
 
 from jetkafka.errors import PartitionLost
 from jetkafka.events import EventBatch, PartitionSource
 from jetkafka.processors.base import BatchEventProcessor, BatchResponse
 from jetkafka.spark.arrow import messages_to_arrow, parse_schema
 from jetkafka.spark.batch import Bounds, Collector
-from jetkafka.spark.driver import MicroBatchDriver
-from jetkafka.spark.ledger import MicroBatchLedger
+from jetkafka.spark.driver import DriverStats, MicroBatchDriver
+from jetkafka.spark.fence import fence_parameter
+from jetkafka.spark.ledger import MicroBatchLedger, PendingRange
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
     from jetkafka.channel.context import ChannelContext
+    from jetkafka.coordination.ownership import Lease
 
 log = logging.getLogger("jetkafka.spark")
 
-BatchFunction = Callable[["DataFrame", int], Any]
+BatchFunction = Callable[..., Any]  # fn(df, batch_id), or fn(df, batch_id, fence)
+
+# Re-reading a batch whose reposition commit has not reached ZooKeeper yet waits this long.
+_MOVE_PENDING_WAIT_MS = 200
+_ABANDON_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class _Moved:
+    """A reposition of a partition under ``hold``, not yet followed by its first batch."""
+
+    hold: Lease
+    offset: int  # the new position
+    old_offset: int
+    reason: str
 
 
 def resolve_function(fn: BatchFunction | str, fn_options: Mapping[str, Any] | None = None) -> BatchFunction:
@@ -54,7 +83,7 @@ def resolve_function(fn: BatchFunction | str, fn_options: Mapping[str, Any] | No
     if fn_options is not None:
         target = target(**dict(fn_options))
     if not callable(target):
-        raise ValueError(f"fn must be callable as fn(df, batch_id), got {target!r}")
+        raise ValueError(f"fn must be callable as fn(df, batch_id) or fn(df, batch_id, fence), got {target!r}")
     return target  # type: ignore[no-any-return]
 
 
@@ -64,7 +93,8 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
     Options (also as ``processor.options`` in YAML):
 
     - ``fn``: the batch function, or "package.module:name"; with ``fn_options`` the name is a
-      factory called with those options that returns the function.
+      factory called with those options that returns the function. A function taking a third
+      parameter (or a keyword ``fence``) also gets a :class:`~jetkafka.spark.fence.BatchFence`.
     - ``max_events`` / ``max_bytes`` / ``max_interval_ms``: a micro-batch closes at the first
       bound reached (bytes of Arrow data; interval counted from its first event).
     - ``value_format``: ``binary`` (default), ``text`` (UTF-8 string) or ``json`` (a struct
@@ -96,11 +126,14 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
         if max_interval_ms < 0:
             raise ValueError(f"max_interval_ms must be >= 0, got {max_interval_ms}")
         self.fn = resolve_function(fn, fn_options)
+        self.fence_parameter = fence_parameter(self.fn)
         self.value_format = value_format
         self.schema = parse_schema(schema, value_format)
         self.bounds = Bounds(max_events, max_bytes, max_interval_ms)
         self.settle_timeout_s = settle_timeout_s
         self.collector = Collector(self.bounds)
+        self._stats = DriverStats()
+        self._moved: dict[tuple[str, int], _Moved] = {}
         self._given_spark = spark
         self._own_spark = False
         self.spark: SparkSession | None = spark
@@ -130,8 +163,23 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
         self._ledger.prepare(context.config.channel.topics)
         if self.settle_timeout_s is None:
             self.settle_timeout_s = context.config.channel.shutdown_timeout_s / 2
+        if self._driver is not None and self._driver.alive:
+            # A start that failed after on_start is not followed by on_stop: end that driver here.
+            self._driver.stop(timeout=30)
+        # A fresh collector per start: the previous driver stopped the old one for good, and its
+        # partitions were all released before on_stop.
+        self.collector = Collector(self.bounds)
+        self._moved.clear()
         self._driver = MicroBatchDriver(
-            self.collector, self._ledger, context, self.spark, self.fn, self.value_format, self.schema
+            self.collector,
+            self._ledger,
+            context,
+            self.spark,
+            self.fn,
+            self.value_format,
+            self.schema,
+            stats=self._stats,
+            fence_parameter=self.fence_parameter,
         )
         self._driver.start()
         log.info(
@@ -163,18 +211,66 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
             # Lost meanwhile: the channel's loss handling follows; nothing here is committed.
             return BatchResponse.get_next()
         if self.collector.registered_hold(key) is not hold:
-            self.collector.forget(key)
-            if hold.committed is None or source.head_offset != hold.committed:
-                log.warning(
-                    "%s[%d]: batch at offset %d does not start at the committed offset %s of the current hold; "
-                    "re-reading from the committed offset",
-                    source.topic, source.partition, source.head_offset, hold.committed,
-                )
-                return BatchResponse.revert()
-            # Read before registering: if ZooKeeper fails, the batch is re-delivered and nothing changed.
-            self.collector.register(key, hold, ledger.read_pending(*key))
+            response = self._register(source, hold, ledger)
+            if response is not None:
+                return response
         self._add(key, events.messages)
         return BatchResponse.get_next()
+
+    def _register(self, source: PartitionSource, hold: Lease, ledger: MicroBatchLedger) -> BatchResponse | None:
+        """First batch under a hold, or after a reposition: start the partition's chain of
+        slices at its committed offset (None), or say how to re-read first."""
+        key = (source.topic, source.partition)
+        self.collector.forget(key)
+        moved = self._moved.get(key)
+        if moved is not None and moved.hold is not hold:
+            moved = None  # repositioned under an earlier hold: the new hold starts from ZooKeeper
+            del self._moved[key]
+        committed = hold.committed
+        if moved is not None:
+            if committed != moved.offset:
+                # The reposition's commit is still on its way (ZooKeeper unreachable when it was
+                # made): read this batch again once it has landed, not from the old offset.
+                return BatchResponse.revert().seek(source.head_offset).wait(_MOVE_PENDING_WAIT_MS)
+        elif committed is None or source.head_offset != committed:
+            log.warning(
+                "%s[%d]: batch at offset %d does not start at the committed offset %s of the current hold; "
+                "re-reading from the committed offset",
+                source.topic, source.partition, source.head_offset, committed,
+            )
+            return BatchResponse.revert()
+        # Read before registering: if ZooKeeper fails, the batch is re-delivered and nothing changed.
+        pending = ledger.read_pending(*key)
+        if moved is not None:
+            if pending is not None:
+                self._abandon(ledger, hold, pending, moved)
+                pending = None
+            del self._moved[key]
+        self.collector.register(key, hold, pending)
+        return None
+
+    def _abandon(self, ledger: MicroBatchLedger, hold: Lease, pending: PendingRange, moved: _Moved) -> None:
+        """Delete the pending range a reposition made void, so no owner ever replays it."""
+        context = self._context
+        assert context is not None
+        current: PendingRange | None = pending
+        for _ in range(_ABANDON_ATTEMPTS):
+            if current is None:
+                return
+            try:
+                ledger.abandon(context, hold, current)
+            except (BadVersionError, NoNodeError):
+                current = ledger.read_pending(*current.key)  # rewritten meanwhile: read it again
+                continue
+            log.warning(
+                "%s[%d]: micro-batch %d's recorded range %d..%d is abandoned: the partition was repositioned (%s) "
+                "from %d to %d, so its events from %d on are read into new micro-batches; output an earlier run "
+                "of micro-batch %d wrote stays as written",
+                current.topic, current.partition, current.batch_id, current.start, current.end - 1, moved.reason,
+                moved.old_offset, moved.offset, moved.offset, current.batch_id,
+            )
+            return
+        raise RuntimeError(f"{pending.topic}[{pending.partition}]: its pending micro-batch node kept changing")
 
     def _add(self, key: tuple[str, int], messages: list[Any]) -> None:
         collector = self.collector
@@ -207,8 +303,27 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
             self.collector.complete_replay((source.topic, source.partition))
         return None
 
+    def on_reposition(self, source: PartitionSource, old_offset: int, reason: str) -> None:
+        """The partition was moved to ``source.head_offset`` (already committed, or on its way):
+        whatever was gathered from the old position is void. The slices still open or ready are
+        dropped here, one in Spark's hands is neither committed nor (with a fence) written, and
+        the next batch registers the partition again from the new position."""
+        key = (source.topic, source.partition)
+        self.collector.forget(key)
+        context = self._context
+        hold = context.hold(*key) if context is not None else None
+        if hold is None:
+            self._moved.pop(key, None)
+            return
+        self._moved[key] = _Moved(hold, source.head_offset, old_offset, reason)
+        log.info(
+            "%s[%d]: repositioned (%s) from %d to %d: micro-batch work from the old position is dropped",
+            source.topic, source.partition, reason, old_offset, source.head_offset,
+        )
+
     def on_stream_termination(self, source: PartitionSource) -> BatchResponse | None:
         key = (source.topic, source.partition)
+        self._moved.pop(key, None)
         timeout = self.settle_timeout_s if self.settle_timeout_s is not None else 15.0
         if not self.collector.settle(key, timeout):
             log.warning(
@@ -222,6 +337,7 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
     def on_exception(self, source: PartitionSource, error: BaseException) -> BatchResponse | None:
         if isinstance(error, PartitionLost):
             key = (source.topic, source.partition)
+            self._moved.pop(key, None)
             context = self._context
             current = context.hold(*key) if context is not None else None
             # The loss may concern an earlier hold while a newer one is already registered.
@@ -233,6 +349,6 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
 
     def stats(self) -> dict[str, Any]:
         """Batches and events committed, failures, and what is held in memory now."""
-        out: dict[str, Any] = asdict(self._driver.stats) if self._driver is not None else {}
+        out: dict[str, Any] = asdict(self._stats)
         out["held_events"], out["held_bytes"] = self.collector.sizes()
         return out

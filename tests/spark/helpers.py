@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import signal
@@ -48,14 +49,76 @@ def read_ids(path: str) -> list[tuple[str, int]]:
     return list(zip(table.column("id").to_pylist(), table.column("batch_id").to_pylist()))
 
 
-def id_writer(path: str) -> Callable[[Any, int], None]:
-    """``fn`` writing every event's id to Parquet at ``path``."""
+def id_writer(path: str) -> Callable[..., None]:
+    """``fn`` writing every event's id to Parquet at ``path`` (fenced when given a fence)."""
     sink = ParquetSink(path)
 
-    def fn(df: Any, batch_id: int) -> None:
-        sink.write(event_ids(df), batch_id)
+    def fn(df: Any, batch_id: int, fence: Any = None) -> None:
+        sink.write(event_ids(df), batch_id, *fenced(fence))
 
     return fn
+
+
+def fenced(fence: Any) -> tuple[Any, ...]:
+    """The fence argument for ``ParquetSink.write``, left out when there is none (so the tests
+    also run against a sink that takes ``(df, batch_id)`` only)."""
+    return () if fence is None else (fence,)
+
+
+def published(result: Any) -> list[str]:
+    """Leaves a ``ParquetSink.write`` published; ``["?"]`` when the sink does not say (it wrote)."""
+    return ["?"] if result is None else list(result.published)
+
+
+def audited_writer(path: str, audit: str, signal_file: str, pause_s: float) -> Callable[..., None]:
+    """Like :func:`id_writer`, appending one JSON line per call to ``audit``: the pid, batch id,
+    time, and the slices published (each with its fencing token), kept or refused. The first
+    call across processes (while ``signal_file`` does not exist) writes its batch id there and
+    sleeps ``pause_s`` before writing, so a test can freeze the process inside ``fn``.
+    """
+    sink = ParquetSink(path)
+
+    def fn(df: Any, batch_id: int, fence: Any = None) -> None:
+        marker = Path(signal_file)
+        if not marker.exists():
+            tmp = marker.with_name(marker.name + ".tmp")
+            tmp.write_text(f"{batch_id} {os.getpid()}\n")
+            tmp.rename(marker)
+            time.sleep(pause_s)
+        tokens = {f"{t}/{p}": tok for (t, p), tok in fence.tokens.items()} if fence is not None else {}
+        entry: dict[str, Any] = {"pid": os.getpid(), "batch_id": batch_id, "tokens": tokens}
+        try:
+            result = sink.write(event_ids(df), batch_id, *fenced(fence))
+        except Exception as exc:
+            entry.update(at=time.time(), error=f"{type(exc).__name__}: {exc}", published=[])
+            _append(audit, entry)
+            raise
+        entry.update(
+            at=time.time(),
+            published=published(result),
+            existing=[] if result is None else result.existing,
+            skipped=[] if result is None else result.skipped,
+        )
+        _append(audit, entry)
+
+    return fn
+
+
+def _append(path: str, entry: dict[str, Any]) -> None:
+    line = json.dumps(entry) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())  # one write per line: appends of two processes never interleave
+    finally:
+        os.close(fd)
+
+
+def read_audit(path: str) -> list[dict[str, Any]]:
+    try:
+        with open(path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+    except FileNotFoundError:
+        return []
 
 
 def stall_after_write(path: str, signal_file: str) -> Callable[[Any, int], None]:
@@ -65,8 +128,8 @@ def stall_after_write(path: str, signal_file: str) -> Callable[[Any, int], None]
     """
     write = id_writer(path)
 
-    def fn(df: Any, batch_id: int) -> None:
-        write(df, batch_id)
+    def fn(df: Any, batch_id: int, fence: Any = None) -> None:
+        write(df, batch_id, fence)
         marker = Path(signal_file)
         if not marker.exists():
             tmp = marker.with_name(marker.name + ".tmp")

@@ -1,13 +1,19 @@
-"""ParquetSink replaces exactly the (batch_id, topic, partition) slices a write covers."""
+"""ParquetSink publishes each (batch_id, topic, partition) slice once and never replaces it:
+a later run of the same slice (a retry, a replay, a stale writer) finds it published and keeps
+it; staging is invisible to readers until a slice is published.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from jetkafka.spark import ParquetSink
+from jetkafka.spark.publish import HadoopFiles
+from tests.spark.helpers import read_ids
 
 
 def rows(spark: Any, data: list[tuple[str, int, str, int]]) -> Any:
@@ -19,12 +25,17 @@ def content(sink: ParquetSink, spark: Any) -> list[tuple[int, str, int, str, int
     return sorted((r["batch_id"], r["topic"], r["partition"], r["day"], r["n"]) for r in df.collect())
 
 
-def test_a_replayed_slice_replaces_only_itself(spark: Any, tmp_path: Path) -> None:
+def leaf_files(leaf: Path) -> list[str]:
+    return sorted(n for n in os.listdir(leaf) if n.endswith(".parquet"))
+
+
+def test_a_replayed_slice_touches_nothing_else(spark: Any, tmp_path: Path) -> None:
     sink = ParquetSink(str(tmp_path / "out"), partition_by="day")
     sink(rows(spark, [("t", 0, "d1", 1), ("t", 0, "d2", 2), ("t", 1, "d1", 3)]), 7)
     sink(rows(spark, [("t", 0, "d1", 9)]), 8)
     # Batch 7 runs again for partition 0 alone (its new owner's replay), with the same rows.
-    sink(rows(spark, [("t", 0, "d1", 1), ("t", 0, "d2", 2)]), 7)
+    again = sink.write(rows(spark, [("t", 0, "d1", 1), ("t", 0, "d2", 2)]), 7)
+    assert again.published == [] and len(again.existing) == 2
     assert content(sink, spark) == [
         (7, "t", 0, "d1", 1),
         (7, "t", 0, "d2", 2),
@@ -52,3 +63,49 @@ def test_slice_columns_are_required(spark: Any, tmp_path: Path) -> None:
         ParquetSink(str(tmp_path / "y"), partition_by="day")(
             spark.createDataFrame([("t", 0)], "topic STRING, partition INT"), 1
         )
+
+
+def test_a_stale_writer_cannot_replace_a_published_slice(spark: Any, tmp_path: Path) -> None:
+    """A second run of a slice (here with other rows, so a replacement would show) finds the
+    first publication in place and leaves it byte for byte: a stale writer cannot delete it."""
+    out = tmp_path / "out"
+    sink = ParquetSink(str(out))
+    sink(rows(spark, [("t", 0, "d1", 1), ("t", 1, "d1", 2)]), 7)
+    leaf = out / "batch_id=7" / "topic=t" / "partition=0"
+    first = leaf_files(leaf)
+    later = sink.write(rows(spark, [("t", 0, "d1", 99), ("t", 2, "d1", 3)]), 7)
+    assert later.existing == ["batch_id=7/topic=t/partition=0"]
+    assert later.published == ["batch_id=7/topic=t/partition=2"]
+    assert leaf_files(leaf) == first
+    assert content(sink, spark) == [(7, "t", 0, "d1", 1), (7, "t", 1, "d1", 2), (7, "t", 2, "d1", 3)]
+    assert not any((out / "_jetkafka-staging").iterdir()), "staging left behind"
+
+
+def test_staged_rows_are_invisible_until_published(spark: Any, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    sink = ParquetSink(str(out))
+    sink(spark.createDataFrame([("t", 0, "a")], "topic STRING, partition INT, id STRING"), 1)
+    staged = sink.stage(spark.createDataFrame([("t", 1, "b")], "topic STRING, partition INT, id STRING"), 2)
+    assert staged.leaves == ["batch_id=2/topic=t/partition=1"]
+    # Neither Spark nor pyarrow readers descend into the staging directory.
+    assert [r["id"] for r in sink.read(spark).collect()] == ["a"]
+    assert read_ids(str(out)) == [("a", 1)]
+    assert staged.publish().published == ["batch_id=2/topic=t/partition=1"]
+    assert sorted(read_ids(str(out))) == [("a", 1), ("b", 2)]
+
+
+def test_hadoop_rename_never_replaces_an_existing_slice(spark: Any, tmp_path: Path) -> None:
+    """The route for HDFS and other Hadoop filesystems, run on file:// through the JVM."""
+    root = f"file://{tmp_path}"
+    files = HadoopFiles(spark, root)
+    for name, body in (("a", "first"), ("b", "second")):
+        staged = tmp_path / "_staging" / name / "batch_id=1" / "topic=t" / "partition=0"
+        staged.mkdir(parents=True)
+        (staged / "part-0.parquet").write_text(body)
+    assert files.leaves(f"{root}/_staging/a", 3) == ["batch_id=1/topic=t/partition=0"]
+    target = f"{root}/out/batch_id=1/topic=t/partition=0"
+    assert files.publish(f"{root}/_staging/a/batch_id=1/topic=t/partition=0", target)
+    assert not files.publish(f"{root}/_staging/b/batch_id=1/topic=t/partition=0", target)
+    assert (tmp_path / "out" / "batch_id=1" / "topic=t" / "partition=0" / "part-0.parquet").read_text() == "first"
+    files.remove_tree(f"{root}/_staging")
+    assert not (tmp_path / "_staging").exists()
