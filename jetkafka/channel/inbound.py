@@ -340,13 +340,16 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
         if not self._lease_lapsed:
             self._lease_lapsed = True
             lease = controller.lease
-            log.warning(
-                "no answer from ZooKeeper for %.1f s (session timeout %.1f s less lease_margin_s %.1f s): "
-                "the session may have expired unnoticed; starting no batch until ZooKeeper answers",
-                lease.timeout_s - lease.margin_s - lease.remaining(),
-                lease.timeout_s,
-                lease.margin_s,
-            )
+            if lease.voided:
+                log.warning("ZooKeeper session lost: starting no batch until a new session is established")
+            else:
+                log.warning(
+                    "no answer from ZooKeeper for %.1f s (session timeout %.1f s less lease_margin_s %.1f s): "
+                    "the session may have expired unnoticed; starting no batch until ZooKeeper answers",
+                    lease.since_contact(),
+                    lease.timeout_s,
+                    lease.margin_s,
+                )
         return False
 
     def _committed(self, key: Key, offset: int) -> None:

@@ -209,7 +209,9 @@ class OffsetStore:
         """Commit several partitions at once, all or nothing, fenced by each lease.
 
         ``extra`` may add operations (e.g. a batch record) to the same transaction, so they
-        take effect exactly when the offsets do. ``expected`` makes the commit conditional:
+        take effect exactly when the offsets do. It is called with every lease's lock held and
+        no commit of theirs in flight, so what it reads of the leases (``committed``,
+        ``offset_version``) is what the transaction is fenced against. ``expected`` makes the commit conditional:
         for each listed partition, the offset last committed under its lease must still be
         the given one, else :class:`OffsetMoved` is raised and nothing is written. Every
         write under a lease holds its lock, so the check and the write cannot be separated by

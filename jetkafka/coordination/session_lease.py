@@ -47,6 +47,8 @@ class SessionLease:
         self._timeout_s = timeout_s
         self._margin_s = margin_s
         self._until = 0.0  # monotonic time the lease runs out
+        self._contact = time.monotonic()  # send time of the last answered request
+        self._voided = False
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -68,11 +70,23 @@ class SessionLease:
         """Seconds left (negative once run out)."""
         return self._until - time.monotonic()
 
+    def since_contact(self) -> float:
+        """Seconds since the sending of the last request ZooKeeper answered."""
+        return time.monotonic() - self._contact
+
+    @property
+    def voided(self) -> bool:
+        """True between a lost session and the first answer on the next one."""
+        return self._voided
+
     def renewed(self, sent_at: float) -> None:
         """An answer came to a request sent at ``sent_at`` (monotonic)."""
         # A margin configured for a longer timeout than the server granted must not eat it all.
         until = sent_at + self._timeout_s - min(self._margin_s, self._timeout_s / 2)
         with self._lock:
+            self._voided = False
+            if sent_at > self._contact:
+                self._contact = sent_at
             if until > self._until:
                 self._until = until
 
@@ -80,6 +94,7 @@ class SessionLease:
         """The session is gone (expired or closed): nothing may be done for it any more."""
         with self._lock:
             self._until = 0.0
+            self._voided = True
 
     # -- heartbeats --------------------------------------------------------------------------
 
