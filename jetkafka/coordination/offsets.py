@@ -9,13 +9,20 @@ the node back: if our value is there at the next version, the commit took place.
 answer. One asynchronous commit per lease is in flight at a time, and every other write under
 the lease waits for its answer (:meth:`Lease.settled`), so the versions a lease writes at always
 follow each other.
+
+Threads: synchronous commits run on the caller's thread (a worker, the responder, a processor's
+own thread). The answer to an asynchronous commit is handled on the ZooKeeper client's
+completion thread, which may send the partition's next commit and so take that lease's lock.
+A write under several leases therefore never waits for one lease's commit in flight while
+holding another's lock (:func:`all_settled`): the answer it waits for may be queued on that
+thread behind one that needs the held lock.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 
 from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import (
@@ -213,10 +220,7 @@ class OffsetStore:
         another commit of this instance (a reset, the out-of-range policy, a worker's commit).
         """
         items = sorted(commits.items())
-        with ExitStack() as held:
-            # Lease locks in key order: two multi-commits can never wait on each other.
-            for _, (lease, _) in items:
-                held.enter_context(lease.settled())
+        with all_settled([lease for _, (lease, _) in items]):
             for key, offset in sorted((expected or {}).items()):
                 if key in commits and commits[key][0].committed != offset:
                     raise OffsetMoved(key[0], key[1], offset, commits[key][0].committed)
@@ -268,3 +272,30 @@ class OffsetStore:
         path = self._paths.offset(topic, partition)
         self._client.ensure_path(path)
         self._client.set(path, str(offset).encode())
+
+
+@contextmanager
+def all_settled(leases: Sequence[Lease]) -> Iterator[None]:
+    """Hold the lock of every lease in ``leases``, none of them with a commit in flight.
+
+    Never waits for one lease's asynchronous commit while holding another's lock. The answer
+    to a commit in flight is handled on the ZooKeeper client's completion thread, and that
+    thread, answering an earlier commit, may be sending a partition's next commit, which needs
+    that partition's lock: holding it while waiting would leave both waiting until
+    :attr:`Lease.SETTLE_TIMEOUT_S`. So each lease is settled alone first; then all the locks
+    are taken in key order (two callers never wait on each other) and, should a commit have
+    taken off meanwhile, all are dropped again and the round repeats.
+    """
+    ordered = sorted({id(lease): lease for lease in leases}.values(), key=lambda lease: lease.key)
+    while True:
+        for lease in ordered:
+            with lease.settled():
+                pass
+        with ExitStack() as held:
+            for lease in ordered:
+                held.enter_context(lease.lock)
+                if lease.flight:
+                    break  # took off after its settling: drop every lock and wait for it
+            else:
+                yield
+                return
