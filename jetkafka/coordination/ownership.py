@@ -14,7 +14,16 @@ either, even before anyone takes over: its ephemeral owner node is gone, so the 
 Failure modes: a take races with another consumer's take: exactly one creates the node, the
 other gets ``None``. A take races with a late commit of the previous owner: the transaction
 fails on the offset version and is retried with the newly committed offset, so the new owner
-always starts from the last offset anyone committed.
+always starts from the last offset anyone committed. A release whose answer does not come
+(connection lost) or whose offset check fails while the owner node is still exactly this
+hold's (a commit of ours landed without its reply) reports that the node may remain:
+:meth:`PartitionOwnership.release` returns False and the caller tries again.
+
+Telling this hold's owner node from any other: the node's creating session
+(``ephemeralOwner``) *and* its creating transaction (``czxid``) must be the lease's
+``session_id`` and ``owner_zxid``. The session alone is not enough: the same session can
+release a partition and take it again, and the newer node must never be mistaken for the
+older hold's (:func:`is_this_hold`).
 """
 
 from __future__ import annotations
@@ -27,8 +36,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kazoo.client import KazooClient, TransactionRequest
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
-from kazoo.protocol.states import WatchedEvent
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    OperationTimeoutError,
+    RolledBackError,
+    SessionExpiredError,
+)
+from kazoo.protocol.states import WatchedEvent, ZnodeStat
+
 
 from jetkafka.coordination.paths import GroupPaths
 
@@ -196,22 +214,75 @@ class PartitionOwnership:
             raise results[1] if isinstance(results[1], Exception) else results[0]
         return _RACED
 
-    def release(self, lease: Lease) -> None:
-        """Delete the owner node if it is still ours; other consumers' watches fire at once.
+    def release(self, lease: Lease) -> bool:
+        """Delete this hold's owner node, so other consumers' watches fire and one takes over.
+
+        Returns True once nothing of this hold is left: the node was deleted now, or was gone
+        already (expired with its session, or replaced by a newer owner's node). Returns False
+        when the node may still be there: the answer was lost with the connection, or the
+        outcome could not be read back. The caller keeps the lease and calls again; a node
+        that stayed would otherwise keep the partition owned and unprocessed for the rest of
+        the session.
 
         Fenced like a commit: the delete only happens together with a check of the offset
         node's version, which every take-over bumps, so a stale lease can never delete a newer
-        owner's node (whose own version is 0 as well).
+        owner's node (whose own version is 0 as well). When that check fails while the owner
+        node is still exactly this hold's, nobody else can have written the offset node: a
+        commit of ours landed without its reply. Its version is adopted and the delete sent
+        again. Runs on the calling thread (a worker, or the controller thread on a retry),
+        holding the lease's lock with no asynchronous commit in flight.
         """
         with lease.settled():
-            tx = self._client.transaction()
-            tx.check(self._paths.offset(lease.topic, lease.partition), lease.offset_version)
-            tx.delete(self._paths.owner(lease.topic, lease.partition), version=lease.owner_version)
-            results = tx.commit()
-        if any(isinstance(r, Exception) for r in results):
-            log.debug("%s[%d]: owner node not ours any more; nothing to release", lease.topic, lease.partition)
-            return
-        log.info("released %s[%d]", lease.topic, lease.partition)
+            for _ in range(3):  # each round adopts a version that moved; more means trouble
+                tx = self._client.transaction()
+                tx.check(self._paths.offset(lease.topic, lease.partition), lease.offset_version)
+                tx.delete(self._paths.owner(lease.topic, lease.partition), version=lease.owner_version)
+                try:
+                    results = tx.commit()
+                except SessionExpiredError:
+                    return True  # the ephemeral node went with the session
+                except (ConnectionLoss, OperationTimeoutError):
+                    return False  # the caller says what it does about it
+                if not any(isinstance(r, Exception) for r in results):
+                    log.info("released %s[%d]", lease.topic, lease.partition)
+                    return True
+                outcome = self._after_refused_release(lease, results)
+                if outcome is not None:
+                    return outcome
+        return False
+
+    def _after_refused_release(self, lease: Lease, results: list[Any]) -> bool | None:
+        """A release transaction failed: True (nothing of the hold left), False (try later),
+        None (the offset version was adopted: send the delete again)."""
+        owner_path = self._paths.owner(lease.topic, lease.partition)
+        try:
+            _, owner = self._client.get(owner_path)
+        except NoNodeError:
+            log.debug("%s[%d]: owner node gone already; nothing to release", lease.topic, lease.partition)
+            return True
+        except SessionExpiredError:
+            return True
+        except (ConnectionLoss, OperationTimeoutError):
+            return False
+        if not is_this_hold(lease, owner):
+            log.debug("%s[%d]: owner node not this hold's any more; nothing to release", lease.topic, lease.partition)
+            return True
+        if not isinstance(results[0], BadVersionError):
+            return False  # the node is ours but the delete failed otherwise: look again later
+        try:
+            _, stat = self._client.get(self._paths.offset(lease.topic, lease.partition))
+        except (ConnectionLoss, OperationTimeoutError, SessionExpiredError, NoNodeError):
+            return False
+        log.warning(
+            "%s[%d]: offset node at version %d, this owner expected %d (a commit's reply was lost); "
+            "adopting it to release the partition",
+            lease.topic,
+            lease.partition,
+            stat.version,
+            lease.offset_version,
+        )
+        lease.offset_version = stat.version
+        return None
 
     def owners(
         self, topic: str, reuse: bool = False, watch: Callable[[WatchedEvent], None] | None = None
@@ -246,8 +317,19 @@ class PartitionOwnership:
         return dict(known)
 
     def is_ours(self, lease: Lease) -> bool:
+        """Whether the owner node of ``lease``'s partition is still the one this hold created."""
         try:
-            data, stat = self._client.get(self._paths.owner(lease.topic, lease.partition))
+            _, stat = self._client.get(self._paths.owner(lease.topic, lease.partition))
         except NoNodeError:
             return False
-        return data.decode() == self._consumer_id and stat.ephemeralOwner == self._client.client_id[0]
+        return is_this_hold(lease, stat)
+
+
+def is_this_hold(lease: Lease, owner: ZnodeStat) -> bool:
+    """Whether ``owner`` (an owner node's stat) is the node that ``lease``'s take created.
+
+    Both the creating session and the creating transaction must match: a session that gave
+    the partition up and took it again owns a newer node, which this older hold must never
+    act on.
+    """
+    return lease.session_id != 0 and owner.ephemeralOwner == lease.session_id and owner.czxid == lease.owner_zxid
