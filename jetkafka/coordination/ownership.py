@@ -135,7 +135,7 @@ class PartitionOwnership:
         self._client = client
         self._paths = paths
         self._consumer_id = consumer_id
-        self._known: dict[str, dict[int, str]] = {}  # owners as last read, per topic (see owners)
+        self._known: dict[str, _Listing] = {}  # the last listing per topic (see owners)
 
     def prepare(self, topic: str) -> None:
         self._client.ensure_path(self._paths.owners(topic))
@@ -287,33 +287,37 @@ class PartitionOwnership:
     def owners(
         self, topic: str, reuse: bool = False, watch: Callable[[WatchedEvent], None] | None = None
     ) -> dict[int, str]:
-        """Owner consumer id of each owned partition of ``topic``.
+        """Owner consumer id of each owned partition of ``topic``, as of the listing.
 
-        With ``reuse``, an owner node listed now and at the previous call is not read again
-        (its data never changes while it exists), except the ones naming this consumer: those
-        decide whether this consumer still holds a partition, so they are always read. A node
-        deleted and created again by another consumer between two calls still shows its first
-        owner then; that only makes a take fail or wait, and a call without ``reuse`` (the
-        periodic rebalance) reads everything again. With many instances this saves each of
-        them reading every owner node of the topic after every take-over of any of them.
-        ``watch`` is set on the list of owner nodes.
+        With ``reuse``, owner nodes read at the previous call are not read again when that is
+        provably safe; the answer is the same as without it. The listing returns the parent's
+        ``cversion`` together with the names (one atomic read), and each create or delete of
+        an owner node bumps it by exactly one. If it moved since the previous listing by
+        exactly the number of names that appeared or vanished, no node was deleted and created
+        again in between, so each name listed both times still has the owner read then (an
+        owner node's data never changes while it exists): only the new names are read.
+        Otherwise every node is read. With many instances this saves each of them reading
+        every owner node of the topic after every take-over of any of them. ``watch`` is set
+        on the list of owner nodes.
         """
         try:
-            names = self._client.get_children(self._paths.owners(topic), watch=watch)
+            names, stat = self._client.get_children(self._paths.owners(topic), watch=watch, include_data=True)
         except NoNodeError:
             self._known.pop(topic, None)
             return {}
-        listed = {int(n) for n in names if n.isdigit()}
-        before = self._known.get(topic, {}) if reuse else {}
-        known = {p: owner for p, owner in before.items() if p in listed and owner != self._consumer_id}
+        listed = frozenset(int(n) for n in names if n.isdigit())
+        before = self._known.get(topic) if reuse else None
+        known: dict[int, str] = {}
+        if before is not None and stat.cversion - before.cversion == len(listed ^ before.listed):
+            known = {p: owner for p, owner in before.owners.items() if p in listed}
         pending = {p: self._client.get_async(self._paths.owner(topic, p)) for p in listed if p not in known}
         for p, result in pending.items():
             try:
                 data, _ = result.get()
             except NoNodeError:
-                continue
+                continue  # deleted since the listing: the cversion tells the next call
             known[p] = data.decode()
-        self._known[topic] = known
+        self._known[topic] = _Listing(stat.cversion, listed, known)
         return dict(known)
 
     def is_ours(self, lease: Lease) -> bool:
@@ -333,3 +337,12 @@ def is_this_hold(lease: Lease, owner: ZnodeStat) -> bool:
     act on.
     """
     return lease.session_id != 0 and owner.ephemeralOwner == lease.session_id and owner.czxid == lease.owner_zxid
+
+
+@dataclass(frozen=True)
+class _Listing:
+    """One listing of a topic's owner nodes (see :meth:`PartitionOwnership.owners`)."""
+
+    cversion: int
+    listed: frozenset[int]
+    owners: dict[int, str]
