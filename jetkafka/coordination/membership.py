@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
@@ -52,6 +53,16 @@ class PartitionHolder(Protocol):
 # between two chunks a rebalance notices consumers that came or went.
 TAKE_CHUNK = 32
 
+# The first start of each consumer id in this process: a channel builds a new membership at
+# every (re)subscribe but keeps its id, and its registration keeps its start time.
+_first_started: dict[str, float] = {}
+_first_started_lock = threading.Lock()
+
+
+def _started_at(consumer_id: str) -> float:
+    with _first_started_lock:
+        return _first_started.setdefault(consumer_id, time.time())
+
 
 class GroupMembership:
     def __init__(
@@ -80,6 +91,7 @@ class GroupMembership:
         self._releasing: set[Key] = set()
         self._active = False
         self._paused = False
+        self._started = _started_at(consumer_id)
         # Set by the consumers watch: a plan being carried out is stale (see _rebalance_topic).
         self._members_changed = threading.Event()
         self._owner_watches: dict[str, Callable[[WatchedEvent], None]] = {}
@@ -106,8 +118,9 @@ class GroupMembership:
         self._controller.request_rebalance(self, "start")
 
     def info(self) -> ConsumerInfo:
-        base = local_info(self.consumer_id, self.config.topics, self.config.coordinator)
-        return ConsumerInfo(**{**base.__dict__, "paused": self._paused})
+        """This member's registration: who it is and since when."""
+        cfg = self.config
+        return local_info(self.consumer_id, cfg.topics, cfg.coordinator, started=self._started, paused=self._paused)
 
     def leave_group(self) -> None:
         """Stop rebalancing and deregister, keeping the partitions held until they are released.

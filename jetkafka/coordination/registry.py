@@ -3,7 +3,9 @@
 Guarantee: while the node exists, the consumer's ZooKeeper session is alive. Its data tells
 other consumers (and operators) who it is: host, pid, start time, topics and coordinator kind.
 The consumer id is chosen once per process and channel, so a resubscribe (config change,
-session loss) registers under the same id and does not reshuffle the group's sort order.
+session loss) registers under the same id and does not reshuffle the group's sort order; the
+start time is the channel's first start and stays the same across pauses, resubscribes and
+new sessions.
 
 Failure modes: after a session expiry the node is gone with the session; :meth:`register` is
 called again with the new session. A node left under our id by an earlier session of this
@@ -133,12 +135,21 @@ class ConsumerRegistry:
         return out
 
 
-def local_info(consumer_id: str, topics: tuple[str, ...], coordinator: str) -> ConsumerInfo:
+def local_info(
+    consumer_id: str,
+    topics: tuple[str, ...],
+    coordinator: str,
+    *,
+    started: float | None = None,
+    paused: bool = False,
+) -> ConsumerInfo:
+    """This process's registration; ``started`` defaults to now."""
     return ConsumerInfo(
         consumer_id=consumer_id,
         host=socket.gethostname(),
         pid=os.getpid(),
-        started=time.time(),
+        started=time.time() if started is None else started,
         topics=topics,
         coordinator=coordinator,
+        paused=paused,
     )
