@@ -6,6 +6,15 @@ the surplus. Releases are asynchronous: the channel finishes the partition's bat
 calls ``on_stream_termination``, commits, and only then is the owner node deleted (by
 :meth:`GroupMembership.finish_release`). Watches on the group's ids and owners make every
 member rebalance as soon as anything changes.
+
+Threads: rebalances and session events run on the controller thread
+(:class:`~jetkafka.coordination.controller.KafkaController`); watch callbacks only schedule a
+rebalance there.
+
+A new connection re-arms every watch: the group's ids through
+:class:`~jetkafka.coordination.watches.ChildrenWatch`, the one-shot owner watches by the
+rebalance each new connection and each new session triggers. A rebalance that loses its
+connection half way logs one WARNING and runs again once connected.
 """
 
 from __future__ import annotations
@@ -17,9 +26,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from kazoo.exceptions import NoNodeError
-from kazoo.protocol.states import WatchedEvent
-from kazoo.recipe.watchers import ChildrenWatch
+from kazoo.exceptions import ConnectionLoss, NoNodeError, OperationTimeoutError, SessionExpiredError
+from kazoo.protocol.states import EventType, WatchedEvent
 
 from jetkafka.config import ChannelConfig
 from jetkafka.coordination import assignment
@@ -28,6 +36,7 @@ from jetkafka.coordination.offsets import OffsetStore
 from jetkafka.coordination.ownership import Lease, PartitionOwnership
 from jetkafka.coordination.paths import GroupPaths
 from jetkafka.coordination.registry import ConsumerInfo, ConsumerRegistry, local_info
+from jetkafka.coordination.watches import ChildrenWatch
 from jetkafka.errors import TopicNotFound
 
 log = logging.getLogger(__name__)
@@ -94,6 +103,7 @@ class GroupMembership:
         self._started = _started_at(consumer_id)
         # Set by the consumers watch: a plan being carried out is stale (see _rebalance_topic).
         self._members_changed = threading.Event()
+        self._ids_watch: ChildrenWatch | None = None
         self._owner_watches: dict[str, Callable[[WatchedEvent], None]] = {}
 
     # -- life cycle ------------------------------------------------------------------------
@@ -129,6 +139,7 @@ class GroupMembership:
         is then taken by its new owner as soon as we delete its owner node.
         """
         self._active = False
+        self._stop_watching()
         with self._rebalancing:
             pass  # a rebalance that was taking partitions has handed them to the channel
         self._controller.detach(self)
@@ -138,6 +149,7 @@ class GroupMembership:
     def stop(self) -> None:
         """Stop rebalancing, give up whatever is still held, and deregister."""
         self._active = False
+        self._stop_watching()
         self._controller.detach(self)
         with self._lock:
             leftover = list(self._leases.values())
@@ -148,26 +160,28 @@ class GroupMembership:
             self.registry.deregister(self.consumer_id)
 
     def _watch(self) -> None:
-        def on_change(children: list[str], what: str) -> bool:
-            if not self._active:
-                return False  # removes the watch
-            self._controller.request_rebalance(self, what, self.config.rebalance_delay_ms / 1000)
-            return True
+        def members_changed(children: list[str]) -> None:
+            if self._active:
+                self._members_changed.set()
+                self._controller.request_rebalance(self, "consumers changed", self.config.rebalance_delay_ms / 1000)
 
-        def members_changed(children: list[str]) -> bool:
-            self._members_changed.set()
-            return on_change(children, "consumers changed")
-
-        ChildrenWatch(self._controller.client, self.paths.ids, members_changed)
+        self._ids_watch = ChildrenWatch(self._controller.client, self.paths.ids, members_changed).start()
         # Owner nodes change with every take-over: a plain one-shot watch, armed again by the
         # rebalance's own listing of the owners, so a burst of take-overs costs one listing
-        # (a ChildrenWatch would list the topic's owners again after each one).
+        # (a ChildrenWatch would list the topic's owners again after each one). A new
+        # connection or session drops it; the rebalance it triggers arms it again.
         for topic in self.config.topics:
             self._owner_watches[topic] = functools.partial(self._owners_changed, topic)
             self._controller.client.get_children(self.paths.owners(topic), watch=self._owner_watches[topic])
 
+    def _stop_watching(self) -> None:
+        if self._ids_watch is not None:
+            self._ids_watch.stop()
+
     def _owners_changed(self, topic: str, event: WatchedEvent) -> None:
-        if self._active:
+        # On kazoo's thread. A NONE event only says the connection dropped: the rebalance of
+        # connection_restored / session_renewed lists the owners (and re-arms) then.
+        if self._active and event.type != EventType.NONE:
             self._controller.request_rebalance(
                 self, f"owners of {topic} changed", self.config.rebalance_delay_ms / 1000
             )
@@ -176,7 +190,14 @@ class GroupMembership:
 
     def rebalance(self, reason: str) -> None:
         with self._rebalancing:
-            self._rebalance(reason)
+            try:
+                self._rebalance(reason)
+            except (ConnectionLoss, OperationTimeoutError, SessionExpiredError) as exc:
+                # Whatever was taken so far was handed to the channel; the next connection or
+                # session rebalances again (connection_restored, session_renewed).
+                log.warning(
+                    "rebalance (%s) interrupted: ZooKeeper %s; it runs again once connected", reason, type(exc).__name__
+                )
 
     def _rebalance(self, reason: str) -> None:
         if not self._active:
@@ -309,6 +330,9 @@ class GroupMembership:
 
     def connection_restored(self) -> None:
         self._holder.commits_suspended(False)
+        # kazoo dropped the one-shot owner watches with the connection: the rebalance's listing
+        # arms them again (and sees what changed meanwhile).
+        self._controller.request_rebalance(self, "connection restored")
 
     def session_lost(self) -> None:
         with self._lock:
@@ -323,7 +347,8 @@ class GroupMembership:
         if not self._active:
             return
         self.registry.register(self.info())
-        # kazoo's ChildrenWatch re-arms itself on the new session.
+        # The ids watch re-reads on the new connection by itself; the owner watches are armed
+        # again by this rebalance's listing.
         self._controller.request_rebalance(self, "new session")
 
 
