@@ -7,14 +7,21 @@ calls ``on_stream_termination``, commits, and only then is the owner node delete
 :meth:`GroupMembership.finish_release`). Watches on the group's ids and owners make every
 member rebalance as soon as anything changes.
 
-Threads: rebalances and session events run on the controller thread
+Threads: rebalances, session events and retries run on the controller thread
 (:class:`~jetkafka.coordination.controller.KafkaController`); watch callbacks only schedule a
-rebalance there.
+rebalance there. :meth:`GroupMembership.finish_release` runs on the thread that ends the hold
+(a worker, or the controller thread when the channel gives up a partition it just took).
 
-A new connection re-arms every watch: the group's ids through
-:class:`~jetkafka.coordination.watches.ChildrenWatch`, the one-shot owner watches by the
-rebalance each new connection and each new session triggers. A rebalance that loses its
-connection half way logs one WARNING and runs again once connected.
+Guarantees and failure modes:
+
+* An owner node whose delete did not happen (connection lost, or the offset check failed after
+  a commit whose reply was lost) is kept and deleted again on the controller thread, about
+  every second and at once when the connection comes back, until it is gone or the session
+  ends. Nobody can take the partition while it stays.
+* A new connection re-arms every watch: the group's ids through
+  :class:`~jetkafka.coordination.watches.ChildrenWatch`, the one-shot owner watches by the
+  rebalance each new connection and each new session triggers. A rebalance that loses its
+  connection half way logs one WARNING and runs again once connected.
 """
 
 from __future__ import annotations
@@ -62,6 +69,9 @@ class PartitionHolder(Protocol):
 # between two chunks a rebalance notices consumers that came or went.
 TAKE_CHUNK = 32
 
+# How soon an owner node whose delete did not happen is deleted again.
+RELEASE_RETRY_S = 1.0
+
 # The first start of each consumer id in this process: a channel builds a new membership at
 # every (re)subscribe but keeps its id, and its registration keeps its start time.
 _first_started: dict[str, float] = {}
@@ -98,6 +108,8 @@ class GroupMembership:
         self._rebalancing = threading.Lock()
         self._leases: dict[Key, Lease] = {}
         self._releasing: set[Key] = set()
+        # Holds the channel is done with whose owner node may still exist: deleted again.
+        self._unreleased: dict[Key, Lease] = {}
         self._active = False
         self._paused = False
         self._started = _started_at(consumer_id)
@@ -152,10 +164,17 @@ class GroupMembership:
         self._stop_watching()
         self._controller.detach(self)
         with self._lock:
-            leftover = list(self._leases.values())
+            leftover = [*self._leases.values(), *self._unreleased.values()]
             self._leases.clear()
+            self._unreleased.clear()
         for lease in leftover:
-            self.ownership.release(lease)
+            if not self._delete_owner_node(lease):
+                log.error(
+                    "%s[%d]: the owner node could not be deleted while stopping; the partition stays owned "
+                    "until this ZooKeeper session ends",
+                    lease.topic,
+                    lease.partition,
+                )
         if self._controller.connected:
             self.registry.deregister(self.consumer_id)
 
@@ -191,6 +210,7 @@ class GroupMembership:
     def rebalance(self, reason: str) -> None:
         with self._rebalancing:
             try:
+                self._retry_releases()
                 self._rebalance(reason)
             except (ConnectionLoss, OperationTimeoutError, SessionExpiredError) as exc:
                 # Whatever was taken so far was handed to the channel; the next connection or
@@ -300,14 +320,52 @@ class GroupMembership:
     def finish_release(self, key: Key, lease: Lease | None = None) -> None:
         """The channel is done with ``key`` (with ``lease``, when given): delete its owner node
         so others can take it. A ``lease`` that is no longer the held one is left alone, so the
-        end of an old hold never gives up a newer hold of the same partition."""
+        end of an old hold never gives up a newer hold of the same partition. A delete that
+        did not happen is tried again on the controller thread until it does or the session
+        ends."""
         with self._lock:
             held = self._leases.get(key)
             if held is None or (lease is not None and held is not lease):
                 return
             del self._leases[key]
             self._releasing.discard(key)
-        self.ownership.release(held)
+            self._unreleased[key] = held  # until its owner node is gone
+        if self._delete_owner_node(held):
+            with self._lock:
+                if self._unreleased.get(key) is held:
+                    del self._unreleased[key]
+            return
+        log.warning(
+            "%s[%d]: owner node not deleted yet (ZooKeeper did not confirm the delete); trying again every %g s "
+            "and once connected",
+            *key,
+            RELEASE_RETRY_S,
+        )
+        self._controller.request_rebalance(self, "release retry", RELEASE_RETRY_S)
+
+    def _delete_owner_node(self, lease: Lease) -> bool:
+        try:
+            return self.ownership.release(lease)
+        except Exception as exc:  # e.g. a client being closed: the node goes with the session
+            log.warning("%s[%d]: deleting the owner node failed: %s: %s", lease.topic, lease.partition, type(exc).__name__, exc)
+            return False
+
+    def _retry_releases(self) -> None:
+        """On the controller thread: delete again the owner nodes whose delete did not happen."""
+        with self._lock:
+            pending = list(self._unreleased.items())
+        if not pending:
+            return
+        if self._controller.connected:
+            for key, lease in pending:
+                if self._delete_owner_node(lease):
+                    with self._lock:
+                        if self._unreleased.get(key) is lease:
+                            del self._unreleased[key]
+        with self._lock:
+            left = bool(self._unreleased)
+        if left:
+            self._controller.request_rebalance(self, "release retry", RELEASE_RETRY_S)
 
     def release_all(self) -> list[Key]:
         """Mark every held partition as releasing (graceful shutdown); returns the keys."""
@@ -331,7 +389,7 @@ class GroupMembership:
     def connection_restored(self) -> None:
         self._holder.commits_suspended(False)
         # kazoo dropped the one-shot owner watches with the connection: the rebalance's listing
-        # arms them again (and sees what changed meanwhile).
+        # arms them again (and sees what changed meanwhile); owner nodes left to delete go too.
         self._controller.request_rebalance(self, "connection restored")
 
     def session_lost(self) -> None:
@@ -339,6 +397,7 @@ class GroupMembership:
             keys = list(self._leases)
             self._leases.clear()
             self._releasing.clear()
+            self._unreleased.clear()  # ephemeral: gone with the session
         if keys:
             self._holder.partitions_lost(keys, "ZooKeeper session expired")
 
