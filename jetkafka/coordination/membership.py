@@ -14,6 +14,11 @@ rebalance there. :meth:`GroupMembership.finish_release` runs on the thread that 
 
 Guarantees and failure modes:
 
+* Every lease a rebalance takes ends up *adopted* by the channel (it works on the partition) or
+  *given up* (its owner node deleted): the channel gives up what it cannot start, and should
+  it raise anyway, the leases it did not adopt are released here (one ERROR names them and the
+  cause). A partition given up that way is not taken again by this member for a back-off
+  (1 s, doubling up to 30 s while it keeps failing); another member may take it meanwhile.
 * An owner node whose delete did not happen (connection lost, or the offset check failed after
   a commit whose reply was lost) is kept and deleted again on the controller thread, about
   every second and at once when the connection comes back, until it is gone or the session
@@ -56,7 +61,10 @@ class PartitionHolder(Protocol):
 
     def partition_counts(self, topics: tuple[str, ...], missing_ok: bool = False) -> Mapping[str, int]: ...
 
-    def partitions_taken(self, leases: list[Lease]) -> None: ...
+    def partitions_taken(self, leases: list[Lease]) -> None:
+        """Start working on each lease (then call :meth:`GroupMembership.adopted`) or give it
+        up (:meth:`GroupMembership.finish_release`); on the controller thread."""
+        ...
 
     def release_requested(self, keys: list[Key], reason: str) -> None: ...
 
@@ -71,6 +79,12 @@ TAKE_CHUNK = 32
 
 # How soon an owner node whose delete did not happen is deleted again.
 RELEASE_RETRY_S = 1.0
+# Back-off before this member takes again a partition the channel could not start.
+RETAKE_FIRST_S = 1.0
+RETAKE_MAX_S = 30.0
+# Back-offs ending this close together are over together: partitions given up together are
+# taken again in one go.
+RETAKE_SLACK_S = 0.1
 
 # The first start of each consumer id in this process: a channel builds a new membership at
 # every (re)subscribe but keeps its id, and its registration keeps its start time.
@@ -110,6 +124,10 @@ class GroupMembership:
         self._releasing: set[Key] = set()
         # Holds the channel is done with whose owner node may still exist: deleted again.
         self._unreleased: dict[Key, Lease] = {}
+        # Leases handed to the channel and not adopted yet (see _hand_over).
+        self._adopting: dict[Key, Lease] = {}
+        # Partitions the channel could not start: (not taken again before, back-off).
+        self._retake: dict[Key, tuple[float, float]] = {}
         self._active = False
         self._paused = False
         self._started = _started_at(consumer_id)
@@ -167,6 +185,7 @@ class GroupMembership:
             leftover = [*self._leases.values(), *self._unreleased.values()]
             self._leases.clear()
             self._unreleased.clear()
+            self._adopting.clear()
         for lease in leftover:
             if not self._delete_owner_node(lease):
                 log.error(
@@ -218,6 +237,13 @@ class GroupMembership:
                 log.warning(
                     "rebalance (%s) interrupted: ZooKeeper %s; it runs again once connected", reason, type(exc).__name__
                 )
+            # The controller keeps one due time per member: a watch's earlier one replaced the
+            # back-off's, so ask again for the next partition whose back-off ends.
+            now = time.monotonic()
+            with self._lock:
+                ends = [end for end, _ in self._retake.values() if end > now]
+            if ends and self._active:
+                self._controller.request_rebalance(self, "retake", min(ends) - now)
 
     def _rebalance(self, reason: str) -> None:
         if not self._active:
@@ -270,8 +296,10 @@ class GroupMembership:
         if to_release:
             log.info("rebalance (%s): releasing %s", reason, _fmt(to_release))
             self._holder.release_requested(to_release, f"rebalance: {reason}")
+        now = time.monotonic()
+        with self._lock:
+            wanted = [p for p in plan.take if self._retake.get((topic, p), (0.0, 0.0))[0] <= now + RETAKE_SLACK_S]
         taken: list[Lease] = []
-        wanted = list(plan.take)
         while wanted and self._active:  # leaving the group: take nothing more
             if taken and self._members_changed.is_set():
                 # Instances came or went: the rest of this plan would take their share, only to
@@ -285,7 +313,34 @@ class GroupMembership:
                 taken.append(lease)
         if taken:
             log.info("rebalance (%s): took %s", reason, _fmt([lease.key for lease in taken]))
+            self._hand_over(taken)
+
+    def _hand_over(self, taken: list[Lease]) -> None:
+        """Give the channel the leases just taken; any it neither adopted nor gave up is given
+        up here, so that no partition stays owned and unprocessed."""
+        with self._lock:
+            for lease in taken:
+                self._adopting[lease.key] = lease
+        cause = "it neither started nor gave them up"
+        try:
             self._holder.partitions_taken(taken)
+        except Exception as exc:
+            cause = f"{type(exc).__name__}: {exc}"
+        with self._lock:
+            left = [lease for lease in taken if self._adopting.get(lease.key) is lease]
+        held = [lease for lease in left if self.lease(lease.key) is lease]
+        if held:
+            log.error(
+                "could not start %s (%s); giving them up, to be taken again at a later rebalance",
+                _fmt([lease.key for lease in held]),
+                cause,
+            )
+        for lease in left:
+            self.finish_release(lease.key, lease)
+        with self._lock:
+            for lease in left:
+                if self._adopting.get(lease.key) is lease:
+                    del self._adopting[lease.key]
 
     def _topic_gone(self, topic: str) -> None:
         with self._lock:
@@ -317,19 +372,30 @@ class GroupMembership:
     def commit(self, lease: Lease, offset: int) -> None:
         self.offsets.commit(lease, offset)
 
+    def adopted(self, lease: Lease) -> None:
+        """The channel started working on ``lease`` (from its ``partitions_taken``)."""
+        with self._lock:
+            if self._adopting.get(lease.key) is lease:
+                del self._adopting[lease.key]
+            self._retake.pop(lease.key, None)
+
     def finish_release(self, key: Key, lease: Lease | None = None) -> None:
         """The channel is done with ``key`` (with ``lease``, when given): delete its owner node
         so others can take it. A ``lease`` that is no longer the held one is left alone, so the
         end of an old hold never gives up a newer hold of the same partition. A delete that
         did not happen is tried again on the controller thread until it does or the session
-        ends."""
+        ends; a partition the channel had not adopted yet is not taken again here for a
+        back-off."""
         with self._lock:
             held = self._leases.get(key)
             if held is None or (lease is not None and held is not lease):
                 return
             del self._leases[key]
             self._releasing.discard(key)
+            never_started = self._adopting.pop(key, None) is held
             self._unreleased[key] = held  # until its owner node is gone
+        if never_started:
+            self._back_off_retake(key)
         if self._delete_owner_node(held):
             with self._lock:
                 if self._unreleased.get(key) is held:
@@ -367,6 +433,14 @@ class GroupMembership:
         if left:
             self._controller.request_rebalance(self, "release retry", RELEASE_RETRY_S)
 
+    def _back_off_retake(self, key: Key) -> None:
+        with self._lock:
+            _, last = self._retake.get(key, (0.0, 0.0))
+            wait = min(max(RETAKE_FIRST_S, 2 * last), RETAKE_MAX_S)
+            self._retake[key] = (time.monotonic() + wait, wait)
+        if self._active:
+            self._controller.request_rebalance(self, "retake", wait)
+
     def release_all(self) -> list[Key]:
         """Mark every held partition as releasing (graceful shutdown); returns the keys."""
         with self._lock:
@@ -398,6 +472,7 @@ class GroupMembership:
             self._leases.clear()
             self._releasing.clear()
             self._unreleased.clear()  # ephemeral: gone with the session
+            self._adopting.clear()
         if keys:
             self._holder.partitions_lost(keys, "ZooKeeper session expired")
 
