@@ -23,6 +23,8 @@ Guarantees and failure modes:
   a commit whose reply was lost) is kept and deleted again on the controller thread, about
   every second and at once when the connection comes back, until it is gone or the session
   ends. Nobody can take the partition while it stays.
+* An owner node naming this consumer that no lease stands for (a take whose answer was lost
+  with the connection) is deleted at the next rebalance, to be taken again properly.
 * A new connection re-arms every watch: the group's ids through
   :class:`~jetkafka.coordination.watches.ChildrenWatch`, the one-shot owner watches by the
   rebalance each new connection and each new session triggers. A rebalance that loses its
@@ -271,6 +273,7 @@ class GroupMembership:
         # Watch-driven rebalances re-read only new owner nodes and our own; the timer reads all.
         owners = self.ownership.owners(topic, reuse=reason != "timer", watch=self._owner_watches.get(topic))
         self._check_leases(topic, owners)
+        owners = self._delete_orphans(topic, owners)
         cfg = self.config
         me = self.consumer_id
         if cfg.coordinator == "static":
@@ -300,20 +303,22 @@ class GroupMembership:
         with self._lock:
             wanted = [p for p in plan.take if self._retake.get((topic, p), (0.0, 0.0))[0] <= now + RETAKE_SLACK_S]
         taken: list[Lease] = []
-        while wanted and self._active:  # leaving the group: take nothing more
-            if taken and self._members_changed.is_set():
-                # Instances came or went: the rest of this plan would take their share, only to
-                # release it again. The rebalance the watch scheduled re-plans with them.
-                log.info("rebalance (%s): consumers changed while taking %s; re-planning", reason, topic)
-                break
-            chunk, wanted = wanted[:TAKE_CHUNK], wanted[TAKE_CHUNK:]
-            for lease in self.ownership.take_many(topic, chunk):
-                with self._lock:
-                    self._leases[lease.key] = lease
-                taken.append(lease)
-        if taken:
-            log.info("rebalance (%s): took %s", reason, _fmt([lease.key for lease in taken]))
-            self._hand_over(taken)
+        try:
+            while wanted and self._active:  # leaving the group: take nothing more
+                if taken and self._members_changed.is_set():
+                    # Instances came or went: the rest of this plan would take their share, only
+                    # to release it again. The rebalance the watch scheduled re-plans with them.
+                    log.info("rebalance (%s): consumers changed while taking %s; re-planning", reason, topic)
+                    break
+                chunk, wanted = wanted[:TAKE_CHUNK], wanted[TAKE_CHUNK:]
+                for lease in self.ownership.take_many(topic, chunk):
+                    with self._lock:
+                        self._leases[lease.key] = lease
+                    taken.append(lease)
+        finally:  # also when ZooKeeper fails half way: what was taken is handed over
+            if taken:
+                log.info("rebalance (%s): took %s", reason, _fmt([lease.key for lease in taken]))
+                self._hand_over(taken)
 
     def _hand_over(self, taken: list[Lease]) -> None:
         """Give the channel the leases just taken; any it neither adopted nor gave up is given
@@ -353,6 +358,18 @@ class GroupMembership:
                 _fmt(held),
             )
             self._holder.release_requested(held, f"topic {topic} deleted")
+
+    def _delete_orphans(self, topic: str, owners: Mapping[int, str]) -> Mapping[int, str]:
+        """Owner nodes naming this consumer that no hold accounts for (a take whose answer
+        was lost with the connection) are deleted, to be taken again properly; returns the
+        owners without them."""
+        with self._lock:
+            accounted = {p for t, p in [*self._leases, *self._unreleased] if t == topic}
+        orphans = [p for p, owner in owners.items() if owner == self.consumer_id and p not in accounted]
+        if not orphans:
+            return owners
+        self.ownership.delete_unaccounted(topic, orphans)
+        return {p: owner for p, owner in owners.items() if p not in orphans}
 
     def _check_leases(self, topic: str, owners: Mapping[int, str]) -> None:
         with self._lock:

@@ -47,7 +47,6 @@ from kazoo.exceptions import (
 )
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 
-
 from jetkafka.coordination.paths import GroupPaths
 
 log = logging.getLogger(__name__)
@@ -162,6 +161,10 @@ class PartitionOwnership:
 
         Each take is the same transaction as :meth:`take`, so the guarantee is the same; a take
         that raced with the previous owner's last commit is retried alone by :meth:`take`.
+        A take without an answer (connection lost) is logged and left out; the owner node it
+        may have created names this consumer without a lease behind it, which the next
+        rebalance finds and deletes (see ``GroupMembership``). The leases of the takes that
+        did succeed are always returned; the error is raised only when none did.
         """
         client = self._client
         created = [client.create_async(self._paths.offset(topic, p), b"") for p in partitions]
@@ -172,16 +175,28 @@ class PartitionOwnership:
                 pass
         read = [(p, client.get_async(self._paths.offset(topic, p))) for p in partitions]
         sent = []
+        error: Exception | None = None
         for p, result in read:
-            data, stat = result.get()
+            try:
+                data, stat = result.get()
+            except Exception as exc:
+                error = exc
+                break  # send no more takes; the answers of those sent are still read below
             sent.append((p, data, self._take_tx(topic, p, data, stat.version).commit_async()))
         leases = []
         for p, data, result in sent:
-            taken = self._taken(topic, p, data, result.get())
-            if taken is _RACED:
-                taken = self.take(topic, p)
+            try:
+                taken = self._taken(topic, p, data, result.get())
+                if taken is _RACED:
+                    taken = self.take(topic, p)
+            except Exception as exc:
+                error = error or exc
+                log.warning("%s[%d]: take not confirmed (%s: %s)", topic, p, type(exc).__name__, exc)
+                continue
             if isinstance(taken, Lease):
                 leases.append(taken)
+        if error is not None and not leases:
+            raise error
         return leases
 
     def _take_tx(self, topic: str, partition: int, data: bytes, version: int) -> TransactionRequest:
@@ -283,6 +298,29 @@ class PartitionOwnership:
         )
         lease.offset_version = stat.version
         return None
+
+    def delete_unaccounted(self, topic: str, partitions: Sequence[int]) -> None:
+        """Delete the owner nodes of ``partitions`` that this session created but no lease
+        stands for (their take got no answer): nobody could take them otherwise. A node of
+        another session is left alone."""
+        session = self._client.client_id[0]
+        deleted = []
+        for p in partitions:
+            path = self._paths.owner(topic, p)
+            try:
+                _, stat = self._client.get(path)
+                if stat.ephemeralOwner == session:
+                    self._client.delete(path, version=stat.version)
+                    deleted.append(p)
+            except NoNodeError:
+                pass
+        if deleted:
+            log.warning(
+                "%s: owner nodes of %s named this consumer without a lease (a take whose answer was lost); "
+                "deleted, to be taken again",
+                topic,
+                deleted,
+            )
 
     def owners(
         self, topic: str, reuse: bool = False, watch: Callable[[WatchedEvent], None] | None = None

@@ -148,3 +148,22 @@ def test_a_channel_that_keeps_failing_is_retried_with_back_off_and_others_may_ta
         other_controller.stop()
         stop_client(observer)
 
+
+def test_an_owner_node_of_this_session_without_a_lease_is_deleted_and_taken_properly(
+    zk_connect: str, controller: KafkaController, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What a take whose answer was lost with the connection leaves behind: an owner node
+    naming this consumer, created by its session, that no lease stands for."""
+    caplog.set_level(logging.WARNING)
+    controller.client.create("/consumers/g/owners/t/2", b"a", ephemeral=True, makepath=True)
+    holder = Holder()
+    observer = started_client(zk_connect)
+    membership = joined(controller, zk_connect, holder, "a")
+    try:
+        wait_until(lambda: holder.keys() == [("t", p) for p in range(PARTITIONS)], 10, "every partition adopted")
+        assert membership.lease(("t", 2)) is holder.adopted[("t", 2)]
+        assert owners(observer, "t") == {p: "a" for p in range(PARTITIONS)}
+    finally:
+        membership.stop()
+        stop_client(observer)
+    assert [r for r in caplog.records if "without a lease" in r.getMessage() and "[2]" in r.getMessage()]
