@@ -160,9 +160,17 @@ class GroupMembership:
         self._controller.request_rebalance(self, "start")
 
     def info(self) -> ConsumerInfo:
-        """This member's registration: who it is and since when."""
+        """This member's registration: who it is, since when, and what it claims."""
         cfg = self.config
-        return local_info(self.consumer_id, cfg.topics, cfg.coordinator, started=self._started, paused=self._paused)
+        return local_info(
+            self.consumer_id,
+            cfg.topics,
+            cfg.coordinator,
+            started=self._started,
+            paused=self._paused,
+            static_partitions=(cfg.partitions or {}) if cfg.coordinator == "static" else None,
+            fixed_count=cfg.fixed_count if cfg.coordinator == "fixed-count" else None,
+        )
 
     def leave_group(self) -> None:
         """Stop rebalancing and deregister, keeping the partitions held until they are released.
@@ -270,26 +278,12 @@ class GroupMembership:
                 self._topic_gone(topic)
 
     def _rebalance_topic(self, topic: str, count: int, consumers: Mapping[str, ConsumerInfo], reason: str) -> None:
-        # Watch-driven rebalances re-read only new owner nodes and our own; the timer reads all.
+        # Watch-driven rebalances re-read only owner nodes the listing cannot vouch for; the
+        # timer reads all.
         owners = self.ownership.owners(topic, reuse=reason != "timer", watch=self._owner_watches.get(topic))
         self._check_leases(topic, owners)
         owners = self._delete_orphans(topic, owners)
-        cfg = self.config
-        me = self.consumer_id
-        if cfg.coordinator == "static":
-            plan = assignment.plan_static(me, (cfg.partitions or {}).get(topic, ()), owners)
-        elif cfg.coordinator == "fixed-count":
-            plan = assignment.plan_fixed_count(me, cfg.fixed_count or 0, range(count), owners)
-        else:
-            dynamic = sorted(
-                cid for cid, info in consumers.items() if topic in info.topics and info.coordinator == "dynamic"
-            )
-            if me not in dynamic:
-                dynamic = sorted([*dynamic, me])
-            # Partitions held by live fixed-count or static consumers are not ours to spread.
-            reserved = {p for p, o in owners.items() if o in consumers and o not in dynamic}
-            open_partitions = [p for p in range(count) if p not in reserved]
-            plan = assignment.plan_dynamic(me, dynamic, open_partitions, owners)
+        plan, claims = assignment.plan_topic(self.info(), topic, count, consumers, owners)
         to_release = []
         with self._lock:
             for p in plan.release:
@@ -297,7 +291,7 @@ class GroupMembership:
                     self._releasing.add((topic, p))
                     to_release.append((topic, p))
         if to_release:
-            log.info("rebalance (%s): releasing %s", reason, _fmt(to_release))
+            self._log_release(reason, topic, to_release, claims, count)
             self._holder.release_requested(to_release, f"rebalance: {reason}")
         now = time.monotonic()
         with self._lock:
@@ -319,6 +313,31 @@ class GroupMembership:
             if taken:
                 log.info("rebalance (%s): took %s", reason, _fmt([lease.key for lease in taken]))
                 self._hand_over(taken)
+
+    def _log_release(
+        self, reason: str, topic: str, keys: list[Key], claims: assignment.Claims, count: int
+    ) -> None:
+        rest = []
+        for key in keys:
+            claimants = claims.claimants(key[1])
+            if claimants:
+                log.info(
+                    "rebalance (%s): releasing %s[%d] to the static claim of %s", reason, *key, ", ".join(claimants)
+                )
+            else:
+                rest.append(key)
+        if rest and self.config.coordinator == "dynamic" and claims.fixed:
+            log.info(
+                "rebalance (%s): releasing %s to the claims of fixed-count consumers %s; the dynamic ones share "
+                "%d of the %d partitions",
+                reason,
+                _fmt(rest),
+                ", ".join(f"{c} ({n})" for c, n in sorted(claims.fixed.items())),
+                claims.dynamic_share,
+                count,
+            )
+        elif rest:
+            log.info("rebalance (%s): releasing %s", reason, _fmt(rest))
 
     def _hand_over(self, taken: list[Lease]) -> None:
         """Give the channel the leases just taken; any it neither adopted nor gave up is given
