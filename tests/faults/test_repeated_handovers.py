@@ -68,10 +68,12 @@ def test_every_partition_freed_by_repeated_handovers_is_taken_within_seconds(
             try:
                 for n in (4, 5):
                     joiners.append(Instance(config))
-                    wait_for(lambda: balanced(zk, topic, [*group, *joiners]), 10, f"cycle {cycle}: {n} balanced")
+                    members = [*group, *joiners]
+                    wait_for(lambda m=members: balanced(zk, topic, m), 10, f"cycle {cycle}: {n} balanced")
                 for n in (4, 3):
                     joiners.pop(0).close()
-                    wait_for(lambda: balanced(zk, topic, [*group, *joiners]), 10, f"cycle {cycle}: {n} balanced")
+                    members = [*group, *joiners]
+                    wait_for(lambda m=members: balanced(zk, topic, m), 10, f"cycle {cycle}: {n} balanced")
             finally:
                 for joiner in joiners:
                     joiner.close()
