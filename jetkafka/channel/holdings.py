@@ -17,6 +17,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
     from jetkafka.config import JetkafkaConfig
     from jetkafka.coordination.membership import GroupMembership
     from jetkafka.coordination.ownership import Lease
+
+log = logging.getLogger("jetkafka.channel")
 
 Key = tuple[str, int]
 
@@ -62,27 +65,57 @@ class PartitionHoldings:
         return self._fetcher.partition_counts(topics, missing_ok=missing_ok)
 
     def partitions_taken(self, leases: list[Lease]) -> None:
+        """Start working on the partitions a rebalance took (on the controller thread).
+
+        Every lease ends one of two ways: *adopted* (a :class:`PartitionState` is queued and
+        the membership is told) or *given up* (its owner node deleted through
+        ``finish_release``, so that it is taken again at a later rebalance, here or by another
+        instance). Given up: a partition whose start offset cannot be looked up (the broker
+        slow or unreachable, a partition without a leader yet) or committed, or whose recovery
+        check fails. One ERROR per failure names the partitions, the cause and what follows.
+        """
         assert self._fetcher is not None and self._queue is not None and self._membership is not None
+        membership = self._membership
         cfg = self.config.channel
         # Already given up again (the channel is leaving the group): skip.
-        leases = [lease for lease in leases if self._membership.lease(lease.key) is lease]
+        leases = [lease for lease in leases if membership.lease(lease.key) is lease]
         fresh = [lease for lease in leases if lease.committed is None]
-        starts = commit_start_offsets(
-            fresh, self._fetcher, self._membership.offsets, cfg.auto_offset_reset, self._committed
-        )
+        try:
+            starts = commit_start_offsets(fresh, self._fetcher, membership.offsets, cfg.auto_offset_reset, self._committed)
+        except Exception as exc:  # the look-up of the log ends failed: nothing was committed
+            if fresh:
+                log.error(
+                    "cannot look up where %s start (%s: %s); giving them up, to be taken again at a later rebalance",
+                    ", ".join(f"{t}[{p}]" for t, p in sorted(lease.key for lease in fresh)),
+                    type(exc).__name__,
+                    exc,
+                )
+            starts = {}
         positions: dict[Key, int] = {}
         queued: list[PartitionState] = []
         for lease in leases:
             offset = lease.committed
             if lease.key in starts:
                 offset = starts[lease.key]
-            elif offset is None:  # its initial commit failed (logged)
-                self._membership.finish_release(lease.key)
+            elif offset is None:  # its start offset was not committed (logged)
+                membership.finish_release(lease.key, lease)
                 continue
             elif (recovery := self._recovery) is not None:  # a backlog over recovery.max_partition_lag
-                offset = recovery.start_offset(lease)
+                try:
+                    offset = recovery.start_offset(lease)
+                except Exception as exc:
+                    log.error(
+                        "%s[%d]: recovery check at committed offset %s failed (%s: %s); giving the partition up, "
+                        "to be taken again at a later rebalance",
+                        lease.topic,
+                        lease.partition,
+                        lease.committed,
+                        type(exc).__name__,
+                        exc,
+                    )
+                    offset = None
                 if offset is None:  # the take-over commit failed (logged): give the partition up
-                    self._membership.finish_release(lease.key)
+                    membership.finish_release(lease.key, lease)
                     continue
             state = PartitionState(lease, offset, cfg.buffer_max_events, cfg.buffer_max_bytes, self._budget)
             # Until the fetcher applies the assign below, it may still deliver from an earlier
@@ -92,6 +125,7 @@ class PartitionHoldings:
                 old = self._states.get(lease.key)
                 self._states[lease.key] = state
                 self._budget.set_partitions(len(self._states))
+            membership.adopted(lease)
             if old is not None:  # lost and taken again before a worker handled the loss
                 old.lost_reason = old.lost_reason or "taken again"
             positions[lease.key] = offset
@@ -104,7 +138,7 @@ class PartitionHoldings:
         for state in queued:
             self._queue.offer(state)
         if self._responder is not None:  # resets issued while the partition had another owner
-            self._responder.partitions_taken([lease.key for lease in leases])
+            self._responder.partitions_taken([state.key for state in queued])
 
     def release_requested(self, keys: list[Key], reason: str) -> None:
         assert self._queue is not None and self._membership is not None

@@ -7,6 +7,10 @@ a marker exists starts paused. Markers are persistent on purpose: a pause outliv
 of the paused instances until someone resumes.
 
 Paused instances keep their partitions and their session, so nothing is rebalanced.
+
+The markers are watched with :class:`~jetkafka.coordination.watches.NodeWatch`, which reads
+them again after every new connection or session: a marker set or removed while an instance
+was disconnected or its session expired is applied once it is connected again.
 """
 
 from __future__ import annotations
@@ -14,14 +18,16 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import threading
 import time
 from collections.abc import Callable
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
-from kazoo.recipe.watchers import DataWatch
+from kazoo.protocol.states import ZnodeStat
 
 from jetkafka.coordination.paths import GroupPaths
+from jetkafka.coordination.watches import NodeWatch
 from jetkafka.errors import JetkafkaError
 
 log = logging.getLogger(__name__)
@@ -74,29 +80,46 @@ class GroupControl:
 
 
 class PauseWatch:
-    """The instance side: calls ``apply(paused)`` whenever the markers for it change."""
+    """The instance side: calls ``apply(paused)`` whenever the markers for it change.
+
+    ``apply`` runs on kazoo's watch thread or a watch's timer thread (see
+    :mod:`jetkafka.coordination.watches`), never two at once: it must only hand the change
+    over. The first call comes from the constructor when a marker exists already.
+    """
 
     def __init__(
         self, client: KazooClient, paths: GroupPaths, consumer_id: str, apply: Callable[[bool], None]
     ) -> None:
         self._apply = apply
         self._flags = {"group": False, "instance": False}
-        self._active = True
+        self._lock = threading.Lock()
         self._paused = False
         client.ensure_path(paths.paused)
-        DataWatch(client, paths.pause_marker(None), lambda d, s: self._changed("group", s is not None))
-        DataWatch(client, paths.pause_marker(consumer_id), lambda d, s: self._changed("instance", s is not None))
+        self._watches = [
+            NodeWatch(client, paths.pause_marker(None), self._marker("group")),
+            NodeWatch(client, paths.pause_marker(consumer_id), self._marker("instance")),
+        ]
+        for watch in self._watches:
+            watch.start()
 
-    def _changed(self, which: str, exists: bool) -> bool:
-        if not self._active:
-            return False  # removes the watch
-        self._flags[which] = exists
-        paused = any(self._flags.values())
-        if paused != self._paused:
+    def _marker(self, which: str) -> Callable[[bytes | None, ZnodeStat | None], None]:
+        def changed(data: bytes | None, stat: ZnodeStat | None) -> None:
+            self._changed(which, stat is not None)
+
+        return changed
+
+    def _changed(self, which: str, exists: bool) -> None:
+        # The two markers' watches may report at the same time: one at a time, so the last
+        # call of apply always tells the current state.
+        with self._lock:
+            self._flags[which] = exists
+            paused = any(self._flags.values())
+            if paused == self._paused:
+                return
             self._paused = paused
             log.info("%s pause marker %s", which, "set" if exists else "removed")
             self._apply(paused)
-        return True
 
     def stop(self) -> None:
-        self._active = False
+        for watch in self._watches:
+            watch.stop()

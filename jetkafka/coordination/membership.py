@@ -6,6 +6,29 @@ the surplus. Releases are asynchronous: the channel finishes the partition's bat
 calls ``on_stream_termination``, commits, and only then is the owner node deleted (by
 :meth:`GroupMembership.finish_release`). Watches on the group's ids and owners make every
 member rebalance as soon as anything changes.
+
+Threads: rebalances, session events and retries run on the controller thread
+(:class:`~jetkafka.coordination.controller.KafkaController`); watch callbacks only schedule a
+rebalance there. :meth:`GroupMembership.finish_release` runs on the thread that ends the hold
+(a worker, or the controller thread when the channel gives up a partition it just took).
+
+Guarantees and failure modes:
+
+* Every lease a rebalance takes ends up *adopted* by the channel (it works on the partition) or
+  *given up* (its owner node deleted): the channel gives up what it cannot start, and should
+  it raise anyway, the leases it did not adopt are released here (one ERROR names them and the
+  cause). A partition given up that way is not taken again by this member for a back-off
+  (1 s, doubling up to 30 s while it keeps failing); another member may take it meanwhile.
+* An owner node whose delete did not happen (connection lost, or the offset check failed after
+  a commit whose reply was lost) is kept and deleted again on the controller thread, about
+  every second and at once when the connection comes back, until it is gone or the session
+  ends. Nobody can take the partition while it stays.
+* An owner node naming this consumer that no lease stands for (a take whose answer was lost
+  with the connection) is deleted at the next rebalance, to be taken again properly.
+* A new connection re-arms every watch: the group's ids through
+  :class:`~jetkafka.coordination.watches.ChildrenWatch`, the one-shot owner watches by the
+  rebalance each new connection and each new session triggers. A rebalance that loses its
+  connection half way logs one WARNING and runs again once connected.
 """
 
 from __future__ import annotations
@@ -13,12 +36,12 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from kazoo.exceptions import NoNodeError
-from kazoo.protocol.states import WatchedEvent
-from kazoo.recipe.watchers import ChildrenWatch
+from kazoo.exceptions import ConnectionLoss, NoNodeError, OperationTimeoutError, SessionExpiredError
+from kazoo.protocol.states import EventType, WatchedEvent
 
 from jetkafka.config import ChannelConfig
 from jetkafka.coordination import assignment
@@ -27,6 +50,7 @@ from jetkafka.coordination.offsets import OffsetStore
 from jetkafka.coordination.ownership import Lease, PartitionOwnership
 from jetkafka.coordination.paths import GroupPaths
 from jetkafka.coordination.registry import ConsumerInfo, ConsumerRegistry, local_info
+from jetkafka.coordination.watches import ChildrenWatch
 from jetkafka.errors import TopicNotFound
 
 log = logging.getLogger(__name__)
@@ -39,7 +63,10 @@ class PartitionHolder(Protocol):
 
     def partition_counts(self, topics: tuple[str, ...], missing_ok: bool = False) -> Mapping[str, int]: ...
 
-    def partitions_taken(self, leases: list[Lease]) -> None: ...
+    def partitions_taken(self, leases: list[Lease]) -> None:
+        """Start working on each lease (then call :meth:`GroupMembership.adopted`) or give it
+        up (:meth:`GroupMembership.finish_release`); on the controller thread."""
+        ...
 
     def release_requested(self, keys: list[Key], reason: str) -> None: ...
 
@@ -51,6 +78,25 @@ class PartitionHolder(Protocol):
 # Partitions taken with their requests in flight together (PartitionOwnership.take_many);
 # between two chunks a rebalance notices consumers that came or went.
 TAKE_CHUNK = 32
+
+# How soon an owner node whose delete did not happen is deleted again.
+RELEASE_RETRY_S = 1.0
+# Back-off before this member takes again a partition the channel could not start.
+RETAKE_FIRST_S = 1.0
+RETAKE_MAX_S = 30.0
+# Back-offs ending this close together are over together: partitions given up together are
+# taken again in one go.
+RETAKE_SLACK_S = 0.1
+
+# The first start of each consumer id in this process: a channel builds a new membership at
+# every (re)subscribe but keeps its id, and its registration keeps its start time.
+_first_started: dict[str, float] = {}
+_first_started_lock = threading.Lock()
+
+
+def _started_at(consumer_id: str) -> float:
+    with _first_started_lock:
+        return _first_started.setdefault(consumer_id, time.time())
 
 
 class GroupMembership:
@@ -78,10 +124,18 @@ class GroupMembership:
         self._rebalancing = threading.Lock()
         self._leases: dict[Key, Lease] = {}
         self._releasing: set[Key] = set()
+        # Holds the channel is done with whose owner node may still exist: deleted again.
+        self._unreleased: dict[Key, Lease] = {}
+        # Leases handed to the channel and not adopted yet (see _hand_over).
+        self._adopting: dict[Key, Lease] = {}
+        # Partitions the channel could not start: (not taken again before, back-off).
+        self._retake: dict[Key, tuple[float, float]] = {}
         self._active = False
         self._paused = False
+        self._started = _started_at(consumer_id)
         # Set by the consumers watch: a plan being carried out is stale (see _rebalance_topic).
         self._members_changed = threading.Event()
+        self._ids_watch: ChildrenWatch | None = None
         self._owner_watches: dict[str, Callable[[WatchedEvent], None]] = {}
 
     # -- life cycle ------------------------------------------------------------------------
@@ -106,8 +160,17 @@ class GroupMembership:
         self._controller.request_rebalance(self, "start")
 
     def info(self) -> ConsumerInfo:
-        base = local_info(self.consumer_id, self.config.topics, self.config.coordinator)
-        return ConsumerInfo(**{**base.__dict__, "paused": self._paused})
+        """This member's registration: who it is, since when, and what it claims."""
+        cfg = self.config
+        return local_info(
+            self.consumer_id,
+            cfg.topics,
+            cfg.coordinator,
+            started=self._started,
+            paused=self._paused,
+            static_partitions=(cfg.partitions or {}) if cfg.coordinator == "static" else None,
+            fixed_count=cfg.fixed_count if cfg.coordinator == "fixed-count" else None,
+        )
 
     def leave_group(self) -> None:
         """Stop rebalancing and deregister, keeping the partitions held until they are released.
@@ -116,6 +179,7 @@ class GroupMembership:
         is then taken by its new owner as soon as we delete its owner node.
         """
         self._active = False
+        self._stop_watching()
         with self._rebalancing:
             pass  # a rebalance that was taking partitions has handed them to the channel
         self._controller.detach(self)
@@ -125,36 +189,47 @@ class GroupMembership:
     def stop(self) -> None:
         """Stop rebalancing, give up whatever is still held, and deregister."""
         self._active = False
+        self._stop_watching()
         self._controller.detach(self)
         with self._lock:
-            leftover = list(self._leases.values())
+            leftover = [*self._leases.values(), *self._unreleased.values()]
             self._leases.clear()
+            self._unreleased.clear()
+            self._adopting.clear()
         for lease in leftover:
-            self.ownership.release(lease)
+            if not self._delete_owner_node(lease):
+                log.error(
+                    "%s[%d]: the owner node could not be deleted while stopping; the partition stays owned "
+                    "until this ZooKeeper session ends",
+                    lease.topic,
+                    lease.partition,
+                )
         if self._controller.connected:
             self.registry.deregister(self.consumer_id)
 
     def _watch(self) -> None:
-        def on_change(children: list[str], what: str) -> bool:
-            if not self._active:
-                return False  # removes the watch
-            self._controller.request_rebalance(self, what, self.config.rebalance_delay_ms / 1000)
-            return True
+        def members_changed(children: list[str]) -> None:
+            if self._active:
+                self._members_changed.set()
+                self._controller.request_rebalance(self, "consumers changed", self.config.rebalance_delay_ms / 1000)
 
-        def members_changed(children: list[str]) -> bool:
-            self._members_changed.set()
-            return on_change(children, "consumers changed")
-
-        ChildrenWatch(self._controller.client, self.paths.ids, members_changed)
+        self._ids_watch = ChildrenWatch(self._controller.client, self.paths.ids, members_changed).start()
         # Owner nodes change with every take-over: a plain one-shot watch, armed again by the
         # rebalance's own listing of the owners, so a burst of take-overs costs one listing
-        # (a ChildrenWatch would list the topic's owners again after each one).
+        # (a ChildrenWatch would list the topic's owners again after each one). A new
+        # connection or session drops it; the rebalance it triggers arms it again.
         for topic in self.config.topics:
             self._owner_watches[topic] = functools.partial(self._owners_changed, topic)
             self._controller.client.get_children(self.paths.owners(topic), watch=self._owner_watches[topic])
 
+    def _stop_watching(self) -> None:
+        if self._ids_watch is not None:
+            self._ids_watch.stop()
+
     def _owners_changed(self, topic: str, event: WatchedEvent) -> None:
-        if self._active:
+        # On kazoo's thread. A NONE event only says the connection dropped: the rebalance of
+        # connection_restored / session_renewed lists the owners (and re-arms) then.
+        if self._active and event.type != EventType.NONE:
             self._controller.request_rebalance(
                 self, f"owners of {topic} changed", self.config.rebalance_delay_ms / 1000
             )
@@ -163,7 +238,22 @@ class GroupMembership:
 
     def rebalance(self, reason: str) -> None:
         with self._rebalancing:
-            self._rebalance(reason)
+            try:
+                self._retry_releases()
+                self._rebalance(reason)
+            except (ConnectionLoss, OperationTimeoutError, SessionExpiredError) as exc:
+                # Whatever was taken so far was handed to the channel; the next connection or
+                # session rebalances again (connection_restored, session_renewed).
+                log.warning(
+                    "rebalance (%s) interrupted: ZooKeeper %s; it runs again once connected", reason, type(exc).__name__
+                )
+            # The controller keeps one due time per member: a watch's earlier one replaced the
+            # back-off's, so ask again for the next partition whose back-off ends.
+            now = time.monotonic()
+            with self._lock:
+                ends = [end for end, _ in self._retake.values() if end > now]
+            if ends and self._active:
+                self._controller.request_rebalance(self, "retake", min(ends) - now)
 
     def _rebalance(self, reason: str) -> None:
         if not self._active:
@@ -188,25 +278,12 @@ class GroupMembership:
                 self._topic_gone(topic)
 
     def _rebalance_topic(self, topic: str, count: int, consumers: Mapping[str, ConsumerInfo], reason: str) -> None:
-        # Watch-driven rebalances re-read only new owner nodes and our own; the timer reads all.
+        # Watch-driven rebalances re-read only owner nodes the listing cannot vouch for; the
+        # timer reads all.
         owners = self.ownership.owners(topic, reuse=reason != "timer", watch=self._owner_watches.get(topic))
         self._check_leases(topic, owners)
-        cfg = self.config
-        me = self.consumer_id
-        if cfg.coordinator == "static":
-            plan = assignment.plan_static(me, (cfg.partitions or {}).get(topic, ()), owners)
-        elif cfg.coordinator == "fixed-count":
-            plan = assignment.plan_fixed_count(me, cfg.fixed_count or 0, range(count), owners)
-        else:
-            dynamic = sorted(
-                cid for cid, info in consumers.items() if topic in info.topics and info.coordinator == "dynamic"
-            )
-            if me not in dynamic:
-                dynamic = sorted([*dynamic, me])
-            # Partitions held by live fixed-count or static consumers are not ours to spread.
-            reserved = {p for p, o in owners.items() if o in consumers and o not in dynamic}
-            open_partitions = [p for p in range(count) if p not in reserved]
-            plan = assignment.plan_dynamic(me, dynamic, open_partitions, owners)
+        owners = self._delete_orphans(topic, owners)
+        plan, claims = assignment.plan_topic(self.info(), topic, count, consumers, owners)
         to_release = []
         with self._lock:
             for p in plan.release:
@@ -214,24 +291,80 @@ class GroupMembership:
                     self._releasing.add((topic, p))
                     to_release.append((topic, p))
         if to_release:
-            log.info("rebalance (%s): releasing %s", reason, _fmt(to_release))
+            self._log_release(reason, topic, to_release, claims, count)
             self._holder.release_requested(to_release, f"rebalance: {reason}")
+        now = time.monotonic()
+        with self._lock:
+            wanted = [p for p in plan.take if self._retake.get((topic, p), (0.0, 0.0))[0] <= now + RETAKE_SLACK_S]
         taken: list[Lease] = []
-        wanted = list(plan.take)
-        while wanted and self._active:  # leaving the group: take nothing more
-            if taken and self._members_changed.is_set():
-                # Instances came or went: the rest of this plan would take their share, only to
-                # release it again. The rebalance the watch scheduled re-plans with them.
-                log.info("rebalance (%s): consumers changed while taking %s; re-planning", reason, topic)
-                break
-            chunk, wanted = wanted[:TAKE_CHUNK], wanted[TAKE_CHUNK:]
-            for lease in self.ownership.take_many(topic, chunk):
-                with self._lock:
-                    self._leases[lease.key] = lease
-                taken.append(lease)
-        if taken:
-            log.info("rebalance (%s): took %s", reason, _fmt([lease.key for lease in taken]))
+        try:
+            while wanted and self._active:  # leaving the group: take nothing more
+                if taken and self._members_changed.is_set():
+                    # Instances came or went: the rest of this plan would take their share, only
+                    # to release it again. The rebalance the watch scheduled re-plans with them.
+                    log.info("rebalance (%s): consumers changed while taking %s; re-planning", reason, topic)
+                    break
+                chunk, wanted = wanted[:TAKE_CHUNK], wanted[TAKE_CHUNK:]
+                for lease in self.ownership.take_many(topic, chunk):
+                    with self._lock:
+                        self._leases[lease.key] = lease
+                    taken.append(lease)
+        finally:  # also when ZooKeeper fails half way: what was taken is handed over
+            if taken:
+                log.info("rebalance (%s): took %s", reason, _fmt([lease.key for lease in taken]))
+                self._hand_over(taken)
+
+    def _log_release(
+        self, reason: str, topic: str, keys: list[Key], claims: assignment.Claims, count: int
+    ) -> None:
+        rest = []
+        for key in keys:
+            claimants = claims.claimants(key[1])
+            if claimants:
+                log.info(
+                    "rebalance (%s): releasing %s[%d] to the static claim of %s", reason, *key, ", ".join(claimants)
+                )
+            else:
+                rest.append(key)
+        if rest and self.config.coordinator == "dynamic" and claims.fixed:
+            log.info(
+                "rebalance (%s): releasing %s to the claims of fixed-count consumers %s; the dynamic ones share "
+                "%d of the %d partitions",
+                reason,
+                _fmt(rest),
+                ", ".join(f"{c} ({n})" for c, n in sorted(claims.fixed.items())),
+                claims.dynamic_share,
+                count,
+            )
+        elif rest:
+            log.info("rebalance (%s): releasing %s", reason, _fmt(rest))
+
+    def _hand_over(self, taken: list[Lease]) -> None:
+        """Give the channel the leases just taken; any it neither adopted nor gave up is given
+        up here, so that no partition stays owned and unprocessed."""
+        with self._lock:
+            for lease in taken:
+                self._adopting[lease.key] = lease
+        cause = "it neither started nor gave them up"
+        try:
             self._holder.partitions_taken(taken)
+        except Exception as exc:
+            cause = f"{type(exc).__name__}: {exc}"
+        with self._lock:
+            left = [lease for lease in taken if self._adopting.get(lease.key) is lease]
+        held = [lease for lease in left if self.lease(lease.key) is lease]
+        if held:
+            log.error(
+                "could not start %s (%s); giving them up, to be taken again at a later rebalance",
+                _fmt([lease.key for lease in held]),
+                cause,
+            )
+        for lease in left:
+            self.finish_release(lease.key, lease)
+        with self._lock:
+            for lease in left:
+                if self._adopting.get(lease.key) is lease:
+                    del self._adopting[lease.key]
 
     def _topic_gone(self, topic: str) -> None:
         with self._lock:
@@ -244,6 +377,18 @@ class GroupMembership:
                 _fmt(held),
             )
             self._holder.release_requested(held, f"topic {topic} deleted")
+
+    def _delete_orphans(self, topic: str, owners: Mapping[int, str]) -> Mapping[int, str]:
+        """Owner nodes naming this consumer that no hold accounts for (a take whose answer
+        was lost with the connection) are deleted, to be taken again properly; returns the
+        owners without them."""
+        with self._lock:
+            accounted = {p for t, p in [*self._leases, *self._unreleased] if t == topic}
+        orphans = [p for p, owner in owners.items() if owner == self.consumer_id and p not in accounted]
+        if not orphans:
+            return owners
+        self.ownership.delete_unaccounted(topic, orphans)
+        return {p: owner for p, owner in owners.items() if p not in orphans}
 
     def _check_leases(self, topic: str, owners: Mapping[int, str]) -> None:
         with self._lock:
@@ -263,17 +408,74 @@ class GroupMembership:
     def commit(self, lease: Lease, offset: int) -> None:
         self.offsets.commit(lease, offset)
 
+    def adopted(self, lease: Lease) -> None:
+        """The channel started working on ``lease`` (from its ``partitions_taken``)."""
+        with self._lock:
+            if self._adopting.get(lease.key) is lease:
+                del self._adopting[lease.key]
+            self._retake.pop(lease.key, None)
+
     def finish_release(self, key: Key, lease: Lease | None = None) -> None:
         """The channel is done with ``key`` (with ``lease``, when given): delete its owner node
         so others can take it. A ``lease`` that is no longer the held one is left alone, so the
-        end of an old hold never gives up a newer hold of the same partition."""
+        end of an old hold never gives up a newer hold of the same partition. A delete that
+        did not happen is tried again on the controller thread until it does or the session
+        ends; a partition the channel had not adopted yet is not taken again here for a
+        back-off."""
         with self._lock:
             held = self._leases.get(key)
             if held is None or (lease is not None and held is not lease):
                 return
             del self._leases[key]
             self._releasing.discard(key)
-        self.ownership.release(held)
+            never_started = self._adopting.pop(key, None) is held
+            self._unreleased[key] = held  # until its owner node is gone
+        if never_started:
+            self._back_off_retake(key)
+        if self._delete_owner_node(held):
+            with self._lock:
+                if self._unreleased.get(key) is held:
+                    del self._unreleased[key]
+            return
+        log.warning(
+            "%s[%d]: owner node not deleted yet (ZooKeeper did not confirm the delete); trying again every %g s "
+            "and once connected",
+            *key,
+            RELEASE_RETRY_S,
+        )
+        self._controller.request_rebalance(self, "release retry", RELEASE_RETRY_S)
+
+    def _delete_owner_node(self, lease: Lease) -> bool:
+        try:
+            return self.ownership.release(lease)
+        except Exception as exc:  # e.g. a client being closed: the node goes with the session
+            log.warning("%s[%d]: deleting the owner node failed: %s: %s", lease.topic, lease.partition, type(exc).__name__, exc)
+            return False
+
+    def _retry_releases(self) -> None:
+        """On the controller thread: delete again the owner nodes whose delete did not happen."""
+        with self._lock:
+            pending = list(self._unreleased.items())
+        if not pending:
+            return
+        if self._controller.connected:
+            for key, lease in pending:
+                if self._delete_owner_node(lease):
+                    with self._lock:
+                        if self._unreleased.get(key) is lease:
+                            del self._unreleased[key]
+        with self._lock:
+            left = bool(self._unreleased)
+        if left:
+            self._controller.request_rebalance(self, "release retry", RELEASE_RETRY_S)
+
+    def _back_off_retake(self, key: Key) -> None:
+        with self._lock:
+            _, last = self._retake.get(key, (0.0, 0.0))
+            wait = min(max(RETAKE_FIRST_S, 2 * last), RETAKE_MAX_S)
+            self._retake[key] = (time.monotonic() + wait, wait)
+        if self._active:
+            self._controller.request_rebalance(self, "retake", wait)
 
     def release_all(self) -> list[Key]:
         """Mark every held partition as releasing (graceful shutdown); returns the keys."""
@@ -296,12 +498,17 @@ class GroupMembership:
 
     def connection_restored(self) -> None:
         self._holder.commits_suspended(False)
+        # kazoo dropped the one-shot owner watches with the connection: the rebalance's listing
+        # arms them again (and sees what changed meanwhile); owner nodes left to delete go too.
+        self._controller.request_rebalance(self, "connection restored")
 
     def session_lost(self) -> None:
         with self._lock:
             keys = list(self._leases)
             self._leases.clear()
             self._releasing.clear()
+            self._unreleased.clear()  # ephemeral: gone with the session
+            self._adopting.clear()
         if keys:
             self._holder.partitions_lost(keys, "ZooKeeper session expired")
 
@@ -310,7 +517,8 @@ class GroupMembership:
         if not self._active:
             return
         self.registry.register(self.info())
-        # kazoo's ChildrenWatch re-arms itself on the new session.
+        # The ids watch re-reads on the new connection by itself; the owner watches are armed
+        # again by this rebalance's listing.
         self._controller.request_rebalance(self, "new session")
 
 

@@ -1,9 +1,12 @@
 """Consumer registration: one ephemeral node per live consumer of a group.
 
 Guarantee: while the node exists, the consumer's ZooKeeper session is alive. Its data tells
-other consumers (and operators) who it is: host, pid, start time, topics and coordinator kind.
-The consumer id is chosen once per process and channel, so a resubscribe (config change,
-session loss) registers under the same id and does not reshuffle the group's sort order.
+other consumers (and operators) who it is: host, pid, start time, topics and coordinator kind,
+and what it claims before the dynamic spread (a static consumer its partitions per topic, a
+fixed-count consumer its count; see :mod:`jetkafka.coordination.assignment`). The consumer id
+is chosen once per process and channel, so a resubscribe (config change, session loss)
+registers under the same id and does not reshuffle the group's sort order; the start time is
+the channel's first start and stays the same across pauses, resubscribes and new sessions.
 
 Failure modes: after a session expiry the node is gone with the session; :meth:`register` is
 called again with the new session. A node left under our id by an earlier session of this
@@ -19,6 +22,7 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kazoo.client import KazooClient
@@ -45,18 +49,32 @@ class ConsumerInfo:
     topics: tuple[str, ...]
     coordinator: str
     paused: bool = False
+    # A static consumer's partitions per topic; None when the registration does not say
+    # (not static, or written by a version that did not publish claims: it claims nothing).
+    static_partitions: tuple[tuple[str, tuple[int, ...]], ...] | None = None
+    # A fixed-count consumer's partitions per topic; None likewise.
+    fixed_count: int | None = None
+
+    def claimed(self, topic: str) -> tuple[int, ...] | None:
+        """The partitions of ``topic`` this static consumer claims; None when it does not say."""
+        if self.static_partitions is None:
+            return None
+        return dict(self.static_partitions).get(topic, ())
 
     def to_json(self) -> bytes:
-        return json.dumps(
-            {
-                "host": self.host,
-                "pid": self.pid,
-                "started": self.started,
-                "topics": list(self.topics),
-                "coordinator": self.coordinator,
-                "paused": self.paused,
-            }
-        ).encode()
+        data: dict[str, object] = {
+            "host": self.host,
+            "pid": self.pid,
+            "started": self.started,
+            "topics": list(self.topics),
+            "coordinator": self.coordinator,
+            "paused": self.paused,
+        }
+        if self.static_partitions is not None:
+            data["partitions"] = {t: list(ps) for t, ps in self.static_partitions}
+        if self.fixed_count is not None:
+            data["fixed_count"] = self.fixed_count
+        return json.dumps(data).encode()
 
     @classmethod
     def from_json(cls, consumer_id: str, data: bytes) -> ConsumerInfo:
@@ -72,7 +90,23 @@ class ConsumerInfo:
             topics=tuple(d.get("topics", ())),
             coordinator=str(d.get("coordinator", "dynamic")),
             paused=bool(d.get("paused", False)),
+            static_partitions=_static_partitions(d.get("partitions")),
+            fixed_count=_count(d.get("fixed_count")),
         )
+
+
+def _static_partitions(value: object) -> tuple[tuple[str, tuple[int, ...]], ...] | None:
+    if not isinstance(value, dict):
+        return None
+    out = []
+    for topic, partitions in sorted(value.items()):
+        if isinstance(partitions, list):
+            out.append((str(topic), tuple(sorted(int(p) for p in partitions if isinstance(p, int) and p >= 0))))
+    return tuple(out)
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 class ConsumerRegistry:
@@ -133,12 +167,29 @@ class ConsumerRegistry:
         return out
 
 
-def local_info(consumer_id: str, topics: tuple[str, ...], coordinator: str) -> ConsumerInfo:
+def local_info(
+    consumer_id: str,
+    topics: tuple[str, ...],
+    coordinator: str,
+    *,
+    started: float | None = None,
+    paused: bool = False,
+    static_partitions: Mapping[str, Sequence[int]] | None = None,
+    fixed_count: int | None = None,
+) -> ConsumerInfo:
+    """This process's registration; ``started`` defaults to now."""
     return ConsumerInfo(
         consumer_id=consumer_id,
         host=socket.gethostname(),
         pid=os.getpid(),
-        started=time.time(),
+        started=time.time() if started is None else started,
         topics=topics,
         coordinator=coordinator,
+        paused=paused,
+        static_partitions=(
+            None
+            if static_partitions is None
+            else tuple(sorted((t, tuple(sorted(ps))) for t, ps in static_partitions.items()))
+        ),
+        fixed_count=fixed_count,
     )

@@ -16,7 +16,9 @@ lost) changes nothing.
 Failure modes: a batch in hand that does not finish within the command's ``timeout_s`` (or
 ZooKeeper trouble) is reported under ``reset-<id>/errors/<p>`` and retried every second while
 the command stays active. Work runs on the responder's own thread: watch callbacks and the
-rebalance thread only queue it.
+rebalance thread only queue it. The watches (:mod:`jetkafka.coordination.watches`) read the
+command nodes again after every new connection or session, so a command issued while this
+instance was disconnected or its session expired is still seen.
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ from typing import TYPE_CHECKING
 
 from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
-from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from jetkafka.coordination.paths import GroupPaths
+from jetkafka.coordination.watches import ChildrenWatch, NodeWatch
 from jetkafka.errors import CommitFenced
 from jetkafka.ops.protocol import ACTIVE, ResetCommand, commands_path, error_path, marker_data, marker_path
 
@@ -56,7 +58,8 @@ class CommandResponder:
         self._root = commands_path(self._paths)
         self._topics = set(channel.config.channel.topics)
         self._jobs: queue.Queue[Job | None] = queue.Queue()
-        self._watched: set[str] = set()
+        self._watched: dict[str, NodeWatch] = {}
+        self._commands_watch: ChildrenWatch | None = None
         self._lock = threading.Lock()
         self._active = False
         self._thread: threading.Thread | None = None
@@ -66,10 +69,17 @@ class CommandResponder:
         self._active = True
         self._thread = threading.Thread(target=self._run, name="jetkafka-commands", daemon=True)
         self._thread.start()
-        ChildrenWatch(self._client, self._root, self._on_children)
+        self._commands_watch = ChildrenWatch(self._client, self._root, self._on_children).start()
 
     def stop(self, timeout: float = 5.0) -> None:
         self._active = False
+        if self._commands_watch is not None:
+            self._commands_watch.stop()
+        with self._lock:
+            watches = list(self._watched.values())
+            self._watched.clear()
+        for watch in watches:
+            watch.stop()
         self._jobs.put(None)
         if self._thread is not None:
             # A reposition in progress may wait for a batch; the channel is stopping anyway.
@@ -84,33 +94,33 @@ class CommandResponder:
 
     # -- watches (kazoo's thread: queue work, never block) -----------------------------------------
 
-    def _on_children(self, children: list[str]) -> bool:
+    def _on_children(self, children: list[str]) -> None:
         if not self._active:
-            return False
+            return
         for name in sorted(children):
             if not name.startswith("reset-"):
                 continue
             with self._lock:
                 if name in self._watched:
                     continue
-                self._watched.add(name)
-            DataWatch(self._client, f"{self._root}/{name}", self._data_watcher(name))
-        return True
+                watch = self._watched[name] = NodeWatch(self._client, f"{self._root}/{name}", self._data_watcher(name))
+            watch.start()
 
-    def _data_watcher(self, name: str) -> Callable[[bytes | None, object, object], bool]:
-        # kazoo passes (data, stat, event); the node's name must not sit in a defaulted parameter.
-        def on_data(data: bytes | None, stat: object, event: object = None) -> bool:
-            return self._on_data(name, data)
+    def _data_watcher(self, name: str) -> Callable[[bytes | None, object], None]:
+        # The node's name must not sit in a defaulted parameter.
+        def on_data(data: bytes | None, stat: object) -> None:
+            self._on_data(name, data)
 
         return on_data
 
-    def _on_data(self, name: str, data: bytes | None) -> bool:
+    def _on_data(self, name: str, data: bytes | None) -> None:
         if data is None or not self._active:
             with self._lock:
-                self._watched.discard(name)
-            return False
+                watch = self._watched.pop(name, None)
+            if watch is not None:
+                watch.stop()
+            return
         self._jobs.put(("command", name))
-        return True
 
     # -- the responder thread ------------------------------------------------------------------------
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 
+import pytest
 from kazoo.client import KazooClient
 
 from jetkafka.coordination.offsets import CommitUncertain, OffsetStore
@@ -85,3 +87,57 @@ def test_writes_under_the_lease_wait_for_the_commit_in_flight(clients: tuple[Kaz
     assert store.read("t", 3) == 31
     own.release(lease)  # fenced by the offset version: only works if the lease kept up with both commits
     assert own.owners("t") == {}
+
+
+def test_a_multi_partition_commit_never_blocks_the_answers_to_pipelined_commits(
+    clients: tuple[KazooClient, KazooClient], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Partition A's commit is answered on kazoo's completion thread, which at once sends A's
+    next offset (as the commit pipeline does) while a multi-partition commit of A and B waits
+    for B's commit in flight, whose answer is queued behind A's on that same thread."""
+    monkeypatch.setattr(Lease, "SETTLE_TIMEOUT_S", 10.0)
+    own, store = member(clients[0], "a")
+    lease_a, lease_b = own.take("t", 4), own.take("t", 5)
+    assert lease_a is not None and lease_b is not None
+    many_started = threading.Event()
+    next_sent: queue.SimpleQueue[Exception | None] = queue.SimpleQueue()
+
+    def a_answered(error: Exception | None) -> None:
+        assert error is None
+        # Let the multi-partition commit get as far as it can (with the old lock order: it
+        # holds A's lock now and waits for B), then send A's next offset from this thread.
+        many_started.wait(10)
+        deadline = time.monotonic() + 1.0
+        while not lease_a.lock.locked() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        store.commit_async(lease_a, 2, next_sent.put)
+
+    gate = threading.Event()
+    clients[0].handler.completion_queue.put(gate.wait)  # both answers queue up behind this
+    store.commit_async(lease_a, 1, a_answered)
+    store.commit_async(lease_b, 1, lambda error: None)
+    took: list[float] = []
+    failed: list[Exception] = []
+
+    def commit_both() -> None:
+        started = time.monotonic()
+        many_started.set()
+        try:
+            store.commit_many({("t", 4): (lease_a, 3), ("t", 5): (lease_b, 3)})
+        except Exception as exc:
+            failed.append(exc)
+        took.append(time.monotonic() - started)
+
+    many = threading.Thread(target=commit_both)
+    many.start()
+    gate.set()
+    many.join(30)
+    assert took, "the multi-partition commit did not finish"
+    assert not failed, f"the multi-partition commit failed after {took[0]:.1f} s: {failed[0]!r}"
+    assert next_sent.get(timeout=10) is None
+    assert took[0] < 5.0, f"the multi-partition commit waited {took[0]:.1f} s for an answer held up behind it"
+    assert not [r for r in caplog.records if "no answer to an asynchronous commit" in r.getMessage()]
+    # Both leases kept up with every commit that landed: each writes again at the right version.
+    store.commit(lease_a, 10)
+    store.commit(lease_b, 10)
+    assert (store.read("t", 4), store.read("t", 5)) == (10, 10)
