@@ -104,9 +104,21 @@ class ChannelControls:
         :class:`TimeoutError` if its turn does not come within ``timeout`` (the batch in hand
         runs longer); then nothing was moved.
         """
+        move = self.file_move(topic, partition, offset, extra, reason)
+        if not move.wait(timeout) and move.cancel():
+            raise TimeoutError(f"{topic}[{partition}]: batch in hand did not finish within {timeout:g} s")
+        move.wait(None)  # started before the time was up: a commit, it ends soon
+        return move.outcome()
+
+    def file_move(self, topic: str, partition: int, offset: int, extra: Any = None, reason: str = "reset") -> Move:
+        """File a reposition on an owned partition and return at once; the partition's next
+        turn carries it out (see :meth:`reposition`). Wait for it with ``move.wait(timeout)``,
+        then ``move.outcome()`` (the offset committed before, or the error it failed with).
+
+        Raises :class:`CommitFenced` if the partition is not (or no longer) owned here.
+        """
         assert self._queue is not None
-        key = (topic, partition)
-        state = self._states.get(key)
+        state = self._states.get((topic, partition))
         if state is None or state.lost_reason:
             raise CommitFenced(topic, partition, "reposition refused: partition not owned by this instance", "not_held")
         move = Move(offset, extra, reason)
@@ -114,10 +126,7 @@ class ChannelControls:
         if state.removed:  # given up while filing: its removal may have emptied moves before
             state.remove()
         self._queue.offer(state)
-        if not move.wait(timeout) and move.cancel():
-            raise TimeoutError(f"{topic}[{partition}]: batch in hand did not finish within {timeout:g} s")
-        move.wait(None)  # started before the time was up: a commit, it ends soon
-        return move.outcome()
+        return move
 
     def _is_paused(self, key: Key) -> bool:
         return self._paused_all or key in self._paused

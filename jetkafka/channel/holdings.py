@@ -135,10 +135,11 @@ class PartitionHoldings:
         # One command for all: the first fetch then asks for every partition taken.
         if positions:
             self._fetcher.assign(positions)
+        if self._responder is not None:
+            # Resets issued while the partition had another owner: filed before its first turn.
+            self._responder.partitions_taken([state.key for state in queued])
         for state in queued:
             self._queue.offer(state)
-        if self._responder is not None:  # resets issued while the partition had another owner
-            self._responder.partitions_taken([state.key for state in queued])
 
     def release_requested(self, keys: list[Key], reason: str) -> None:
         assert self._queue is not None and self._membership is not None

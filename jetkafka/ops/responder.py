@@ -7,11 +7,13 @@ the channel (:meth:`CommandResponder.partitions_taken`), so a partition that cha
 while a command runs is applied by whichever instance holds it.
 
 For each active command and each of its partitions held here without a ``done`` marker, it
-calls :meth:`InboundChannel.reposition`: the partition is paused, its batch in hand finishes,
-then one transaction checks the lease, writes the target offset, checks that the command node
-is still at the version read (still active) and creates the marker; the partition resumes from
-the target. A transaction that loses a race (marker already there, command aborted, partition
-lost) changes nothing.
+files a move on the partition (:meth:`InboundChannel.file_move`): the partition's next turn,
+after the batch in hand, runs one transaction that checks the lease, writes the target offset,
+checks that the command node is still at the version read (still active) and creates the
+marker; the partition goes on from the target. A transaction that loses a race (marker already
+there, command aborted, partition lost) changes nothing. For partitions just taken, the moves
+of the commands already known are filed before the partitions' first turn, so nothing is
+processed from the old offset first.
 
 Failure modes: a batch in hand that does not finish within the command's ``timeout_s`` (or
 ZooKeeper trouble) is reported under ``reset-<id>/errors/<p>`` and retried every second while
@@ -32,6 +34,7 @@ from typing import TYPE_CHECKING
 
 from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.protocol.states import ZnodeStat
 
 from jetkafka.coordination.paths import GroupPaths
 from jetkafka.coordination.watches import ChildrenWatch, NodeWatch
@@ -40,11 +43,12 @@ from jetkafka.ops.protocol import ACTIVE, ResetCommand, commands_path, error_pat
 
 if TYPE_CHECKING:
     from jetkafka.channel.inbound import InboundChannel
+    from jetkafka.channel.moves import Move
 
 log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
-Job = tuple[str, object]  # ("command", node name) or ("partitions", keys)
+Job = tuple[str, object]  # ("command", node name), ("moves", filed moves) or ("partitions", (keys, filed))
 
 RETRY_S = 1.0
 MAX_PARALLEL = 16  # partitions of one command moved at once by one channel
@@ -59,6 +63,7 @@ class CommandResponder:
         self._topics = set(channel.config.channel.topics)
         self._jobs: queue.Queue[Job | None] = queue.Queue()
         self._watched: dict[str, NodeWatch] = {}
+        self._known: dict[str, tuple[ResetCommand, int]] = {}  # active commands as the watches saw them
         self._commands_watch: ChildrenWatch | None = None
         self._lock = threading.Lock()
         self._active = False
@@ -87,10 +92,30 @@ class CommandResponder:
             self._thread = None
 
     def partitions_taken(self, keys: list[Key]) -> None:
-        """Check pending commands for partitions just taken (called on the rebalance thread)."""
+        """Apply pending commands to partitions just taken (on the rebalance thread, before
+        their first turn).
+
+        The moves of the active commands this instance knows of are filed at once, so each
+        partition's first turn applies its reset and no batch runs from the old offset; the
+        responder thread waits for them. Commands not seen here yet are looked up on the
+        responder thread, as for any command.
+        """
         keys = [k for k in keys if k[0] in self._topics]
-        if self._active and keys:
-            self._jobs.put(("partitions", tuple(keys)))
+        if not self._active or not keys:
+            return
+        with self._lock:
+            known = sorted(self._known.items(), key=lambda item: item[1][0].created)
+        filed: list[tuple[str, ResetCommand, Key, Move]] = []
+        for name, (command, version) in known:  # oldest first: the newer command's move runs last
+            for key in keys:
+                if key[0] == command.topic and key[1] in command.targets:
+                    try:
+                        filed.append((name, command, key, self._file(command, version, *key)))
+                    except CommitFenced:
+                        continue  # given up again already
+        if filed:
+            self._jobs.put(("moves", tuple(filed)))
+        self._jobs.put(("partitions", (tuple(keys), frozenset((c.id, k) for _, c, k, _ in filed))))
 
     # -- watches (kazoo's thread: queue work, never block) -----------------------------------------
 
@@ -106,20 +131,28 @@ class CommandResponder:
                 watch = self._watched[name] = NodeWatch(self._client, f"{self._root}/{name}", self._data_watcher(name))
             watch.start()
 
-    def _data_watcher(self, name: str) -> Callable[[bytes | None, object], None]:
+    def _data_watcher(self, name: str) -> Callable[[bytes | None, ZnodeStat | None], None]:
         # The node's name must not sit in a defaulted parameter.
-        def on_data(data: bytes | None, stat: object) -> None:
-            self._on_data(name, data)
+        def on_data(data: bytes | None, stat: ZnodeStat | None) -> None:
+            self._on_data(name, data, stat)
 
         return on_data
 
-    def _on_data(self, name: str, data: bytes | None) -> None:
-        if data is None or not self._active:
+    def _on_data(self, name: str, data: bytes | None, stat: ZnodeStat | None) -> None:
+        if data is None or stat is None or not self._active:
             with self._lock:
                 watch = self._watched.pop(name, None)
+                self._known.pop(name, None)
             if watch is not None:
                 watch.stop()
             return
+        # What take-overs file at once; the responder thread reads the node again before acting.
+        command = self._parse(name, data)
+        with self._lock:
+            if command is not None and command.status == ACTIVE and command.topic in self._topics:
+                self._known[name] = (command, stat.version)
+            else:
+                self._known.pop(name, None)
         self._jobs.put(("command", name))
 
     # -- the responder thread ------------------------------------------------------------------------
@@ -151,7 +184,14 @@ class CommandResponder:
                 keys = [(command.topic, p) for p in sorted(command.targets) if (command.topic, p) in held]
                 self._apply_all(arg, command, version, keys)
             return
+        if kind == "moves":
+            assert isinstance(arg, tuple)
+            retry = {name for name, command, (topic, p), move in arg if not self._settled(command, topic, p, move)}
+            for name in sorted(retry):
+                self._retry(("command", name))
+            return
         assert isinstance(arg, tuple)
+        taken, filed = arg
         try:
             names = self._client.get_children(self._root)
         except NoNodeError:
@@ -162,19 +202,25 @@ class CommandResponder:
             ((n, c) for n, c in loaded_all if c is not None), key=lambda item: item[1][0].created
         ):
             command, version = loaded
-            keys = [k for k in arg if k[0] == command.topic and k[1] in command.targets]
+            keys = [
+                k for k in taken if k[0] == command.topic and k[1] in command.targets and (command.id, k) not in filed
+            ]
             self._apply_all(name, command, version, keys)
+
+    def _parse(self, name: str, data: bytes) -> ResetCommand | None:
+        try:
+            return ResetCommand.from_json(data)
+        except (ValueError, KeyError) as exc:
+            log.warning("command node %s is not a reset command (%s); ignored", name, exc)
+            return None
 
     def _load(self, name: str) -> tuple[ResetCommand, int] | None:
         try:
             data, stat = self._client.get(f"{self._root}/{name}")
-            command = ResetCommand.from_json(data)
         except NoNodeError:
             return None
-        except (ValueError, KeyError) as exc:
-            log.warning("command node %s is not a reset command (%s); ignored", name, exc)
-            return None
-        if command.status != ACTIVE or command.topic not in self._topics:
+        command = self._parse(name, data)
+        if command is None or command.status != ACTIVE or command.topic not in self._topics:
             return None
         return command, stat.version
 
@@ -189,10 +235,20 @@ class CommandResponder:
 
     def _apply(self, command: ResetCommand, version: int, topic: str, p: int) -> bool:
         """Apply ``command`` to one held partition; False when it should be tried again."""
-        marker = marker_path(self._paths, command.id, p)
-        if self._client.exists(marker):
+        if self._client.exists(marker_path(self._paths, command.id, p)):
             return True
+        try:
+            move = self._file(command, version, topic, p)
+        except CommitFenced:
+            log.info("%s[%d]: reset %s left to the partition's new owner", topic, p, command.id)
+            return True
+        return self._settled(command, topic, p, move)
+
+    def _file(self, command: ResetCommand, version: int, topic: str, p: int) -> Move:
+        """File the move of one held partition to the command's target, with the command's
+        check and marker in its transaction; raises CommitFenced if the partition is not held."""
         channel = self._channel
+        marker = marker_path(self._paths, command.id, p)
         target = command.targets[p]
         cmd_path = f"{self._root}/reset-{command.id}"
 
@@ -204,8 +260,16 @@ class CommandResponder:
             tx.check(cmd_path, version)
             tx.create(marker, marker_data(lease.committed, target, channel.consumer_id))
 
+        return channel.file_move(topic, p, target, extra)
+
+    def _settled(self, command: ResetCommand, topic: str, p: int, move: Move) -> bool:
+        """Wait for a filed move and say how it ended; False when it should be tried again."""
+        target = command.targets[p]
         try:
-            old = channel.reposition(topic, p, target, extra=extra, timeout=command.timeout_s)
+            if not move.wait(command.timeout_s) and move.cancel():
+                raise TimeoutError(f"{topic}[{p}]: batch in hand did not finish within {command.timeout_s:g} s")
+            move.wait(None)  # started in time: a commit, it ends soon
+            old = move.outcome()
         except NodeExistsError:
             return True  # applied by a previous holder of the partition
         except (BadVersionError, NoNodeError):
@@ -215,7 +279,7 @@ class CommandResponder:
             log.info("%s[%d]: reset %s left to the partition's new owner", topic, p, command.id)
             return True
         except Exception as exc:
-            self._report(command.id, p, f"{channel.consumer_id}: {type(exc).__name__}: {exc}")
+            self._report(command.id, p, f"{self._channel.consumer_id}: {type(exc).__name__}: {exc}")
             log.warning("%s[%d]: reset %s to offset %d not applied yet: %s", topic, p, command.id, target, exc)
             return False
         log.info("%s[%d]: offset %s -> %d by reset %s", topic, p, old, target, command.id)

@@ -3,14 +3,24 @@ turn does: a release racing the reset, batches on both sides of it, a pause, a h
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
 
+import yaml
 from kazoo.client import KazooClient
 
 from jetkafka import BatchEventProcessor, BatchResponse, EventBatch, PartitionSource
-from tests.support.channels import committed_offsets, make_channel, values, wait_until
+from jetkafka.coordination.offsets import OffsetStore
+from jetkafka.coordination.ownership import PartitionOwnership
+from jetkafka.coordination.paths import GroupPaths
+from jetkafka.ops.protocol import DONE, ResetCommand, command_path
+from tests.support.channels import channel_config, committed_offsets, make_channel, values, wait_until
+from tests.support.processes import REPO
 
 
 class HoldsOnRelease(BatchEventProcessor):
@@ -154,3 +164,60 @@ def test_a_paused_partition_is_moved_and_stays_paused_until_resumed(
     batches = [c for c in processor.snapshot() if c[0] == "batch"]
     assert sum(last - first + 1 for _, first, last in batches) == 250
     assert committed_offsets(zk, "g", topic) == {0: 200}
+
+
+def test_a_reset_pending_at_take_over_runs_before_any_batch_of_the_old_position(
+    zk_connect: str, zk: KazooClient, kafka_config: dict[str, Any], topic_factory: Any, produce: Any, tmp_path: Any
+) -> None:
+    """A reset whose command process died while another instance held the partition is applied
+    by the partition's next owner at take-over: its first turn is the move, so not one batch is
+    processed from the old committed offset."""
+    topic = topic_factory(partitions=1)
+    produce(topic, values(300, 1))
+    paths = GroupPaths("g")
+    previous = KazooClient(hosts=zk_connect)
+    previous.start(timeout=15)
+    try:
+        PartitionOwnership(previous, paths, "previous-owner").prepare(topic)
+        OffsetStore(previous, paths).write_unfenced(topic, 0, 200)
+        assert PartitionOwnership(previous, paths, "previous-owner").take(topic, 0) is not None
+        # A busy group keeps a week of finished commands: looking them all up after a take-over
+        # takes a while, and the first batch must not get ahead of the reset meanwhile.
+        for i in range(300):
+            finished = ResetCommand(f"old-{i}", topic, "offset:0", None, {0: 0}).with_status(DONE)
+            previous.create(f"{command_path(paths, finished.id)}", finished.to_json(), makepath=True)
+        config_path = tmp_path / "group.yaml"
+        config_path.write_text(yaml.safe_dump(channel_config(zk_connect, kafka_config, [topic])))
+        command = subprocess.Popen(
+            [sys.executable, "-m", "jetkafka", "offsets", "reset", "--config", str(config_path), "--topic", topic,
+             "--to", "50", "--timeout", "300"],
+            cwd=str(REPO),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        commands = paths.root + "/commands"
+        try:
+            wait_until(
+                lambda: any(
+                    c.startswith("reset-") and not c.startswith("reset-old-") for c in previous.get_children(commands)
+                ),
+                timeout=60,
+                what="the reset command node",
+            )
+        finally:
+            os.kill(command.pid, signal.SIGKILL)
+            command.wait(10)
+        processor = Recorder()
+        channel = make_channel(zk_connect, kafka_config, topic, processor)
+        channel.start()
+    finally:
+        previous.stop()  # its owner node goes with the session: the channel takes the partition
+        previous.close()
+    try:
+        wait_until(lambda: channel.positions().get((topic, 0)) == 300, 60, what="the log end")
+    finally:
+        channel.shutdown()
+    calls = processor.snapshot()
+    assert calls[0] == ("reposition", 200, 50), calls[:3]
+    assert calls[1][:2] == ("batch", 50)
+    assert committed_offsets(zk, "g", topic) == {0: 300}
