@@ -39,7 +39,10 @@ dead-lettered record is committed before the next record is sent, so it is dead-
 only if the process dies between the sink's acknowledgement and that commit. A graceful
 release or shutdown sends nothing twice: ``on_stream_termination`` commits what was finished.
 A batch that has been delivering for ``max_turn_ms`` commits and gives the partition back, so
-a release waits at most about ``max_turn_ms`` plus one request timeout.
+a release waits at most about ``max_turn_ms`` plus one request timeout. A batch stops before its
+next record once the instance's local lease ran out (a process frozen past its session timeout
+and woken: :meth:`ChannelContext.lease_valid`), so such a process sends at most the record it
+was sending when it froze, not the rest of its batch.
 """
 
 from __future__ import annotations
@@ -223,6 +226,12 @@ class HttpDispatcher(BatchEventProcessor):
             offset = record.offset
             if self._stopping.is_set() or (index and time.monotonic() >= deadline):
                 return _resume_at(offset, last)  # release and shutdown get their turn
+            if index and self._context is not None and not self._context.lease_valid():
+                # A process woken after its session may have expired: another instance may be
+                # sending these records by now. Stop here; the commit of what was sent is fenced.
+                log.warning("%s[%d] offset %d: no answer from ZooKeeper within the local lease; the rest of "
+                            "the batch waits", source.topic, source.partition, offset)
+                return _resume_at(offset, last)
             if index and self._hold(key) is not hold:
                 raise PartitionLost(source.topic, source.partition, "lost while delivering")
             try:
