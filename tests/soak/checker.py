@@ -30,6 +30,10 @@ a count with examples:
 **foreign commits / offsets gone back**
     from :mod:`tests.soak.fencing`: offset writes by a session that did not own the partition at
     that zxid, and offsets lowered outside a reset's transaction.
+**ownerless**
+    a partition whose owner node was gone (released, or its session closed or expired) and not
+    created again for more than ``OWNERLESS_S`` while ZooKeeper served: a freed partition must be
+    taken at once.
 
 Deliveries are attributed by wall-clock time; the processes, ZooKeeper and the schedule share
 one machine's clock. ``TOLERANCE_S`` absorbs the gap between a callback's timestamp and the
@@ -54,6 +58,10 @@ RESET_KINDS = frozenset({"reset_earliest", "reset_offset", "reset_time"})
 # Faults that end a session by expiry; a plain run's at-least-once delivery allows re-reading
 # the uncommitted part of what the expired instance held.
 EXPIRY_KINDS = frozenset({"kill", "zombie", "zk_expire"})
+# A freed partition must be taken again at once (guarantees: within about a second of a graceful
+# release); this much, with ZooKeeper serving, is a failure even on a loaded machine.
+OWNERLESS_S = 5.0
+ZOOKEEPER_OUTAGES = frozenset({"zk_disconnect", "zk_expire", "zk_restart"})
 
 
 class _Timeline:
@@ -345,6 +353,7 @@ def check(
         notes.append("no ZooKeeper transactions were read: fencing could not be checked")
         foreign.add("the ZooKeeper transaction log is missing or empty")
 
+    ownerless = _ownerless(t, zk)
     expired = []
     for s in zk.expiries():
         fault = t.fault_for_expiry(s.pid or -1, s.closed or 0, session_timeout_s)
@@ -359,4 +368,37 @@ def check(
         "offset_writes": len(zk.writes),
     }
     kinds = Counter(f.kind for f in t.faults)
-    return Report(mode, events, dict(sorted(kinds.items())), dict(lost), dict(duplicated), out_of_order, foreign, back, expired, notes)
+    return Report(
+        mode, events, dict(sorted(kinds.items())), dict(lost), dict(duplicated), out_of_order, foreign, back, expired,
+        notes, ownerless=ownerless,
+    )
+
+
+def _ownerless(t: _Timeline, zk: ZooKeeperHistory) -> Finding:
+    """Partitions left without an owner for more than ``OWNERLESS_S`` while ZooKeeper served.
+
+    The time between one owner node's end (release, close or expiry) and the next one's
+    creation, less any part of it spent in a ZooKeeper outage the soak injected.
+    """
+    outages = [(f.start, f.end + 2.0) for f in t.faults if f.kind in ZOOKEEPER_OUTAGES]
+    found = Finding()
+    by_partition: dict[tuple[str, int], list] = defaultdict(list)
+    for h in zk.holds:
+        by_partition[(h.topic, h.partition)].append(h)
+    for (topic, p), holds in sorted(by_partition.items()):
+        holds.sort(key=lambda h: h.start)
+        for before, after in pairwise(holds):
+            if before.end is None:
+                continue
+            gap = after.start - before.end
+            served = gap - sum(max(0.0, min(after.start, e) - max(before.end, s)) for s, e in outages)
+            if served <= OWNERLESS_S:
+                continue
+            owner = zk.sessions.get(before.session)
+            pid = owner.pid if owner is not None and owner.pid is not None else -1
+            fault = t.context(Delivery(pid, before.end, topic, p, 0, -1, -1), (pid,), scheduled_only=True)
+            found.add(
+                f"{topic}[{p}] without an owner for {gap:.1f} s from {before.end:.3f} ({before.how} by "
+                f"{owner.label() if owner else hex(before.session)}, around {fault.kind if fault else 'no fault'})"
+            )
+    return found

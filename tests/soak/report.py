@@ -46,6 +46,7 @@ class Report:
     offsets_back: Finding
     expired_sessions: list[str]
     notes: list[str]
+    ownerless: Finding = field(default_factory=Finding)
     # What makes the run itself invalid (the producer died, a process never stopped): not a
     # violation of jetkafka's guarantees, but the run proves nothing until it is fixed.
     problems: list[str] = field(default_factory=list)
@@ -58,6 +59,7 @@ class Report:
             + self.out_of_order.count
             + self.foreign_commits.count
             + self.offsets_back.count
+            + self.ownerless.count
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -78,6 +80,7 @@ class Report:
             "out_of_order": vars(self.out_of_order),
             "foreign_commits": vars(self.foreign_commits),
             "offsets_went_back": vars(self.offsets_back),
+            "ownerless": vars(self.ownerless),
             "expired_sessions": self.expired_sessions,
             "notes": self.notes,
             "problems": self.problems,
@@ -95,6 +98,7 @@ def format_table(report: Report) -> str:
     rows.append(("out of order", "-", "offsets not increasing within a hold", "NO", str(report.out_of_order.count)))
     rows.append(("foreign commits", "-", "offset written by a non-owner session", "NO", str(report.foreign_commits.count)))
     rows.append(("offsets went back", "-", "offset lowered outside a reset", "NO", str(report.offsets_back.count)))
+    rows.append(("ownerless", "-", "a free partition not taken for 5+ s, ZooKeeper up", "NO", str(report.ownerless.count)))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))

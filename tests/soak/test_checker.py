@@ -346,3 +346,17 @@ def test_a_record_the_broker_lost_and_whose_offset_it_reused_is_not_a_jetkafka_l
     assert report.duplicated == {} and report.violations == 0
     assert any("acknowledged 1 offset(s) a second time" in n and "1 of those" in n for n in report.notes)
     assert any("1 record(s) delivered that are second copies" in n for n in report.notes)
+
+
+def test_a_partition_left_without_an_owner_is_a_violation_unless_zookeeper_was_down() -> None:
+    w = two_members()
+    w.take(B, 1, 0, 101.0)
+    w.release(A, 0, 102.0)
+    w.take(B, 0, 0, 110.0)  # 8 s without an owner, ZooKeeper serving
+    w.fault("zk_restart", 120.0, 126.0, [1, 2])
+    w.release(B, 1, 119.5)
+    w.take(A, 1, 0, 127.5)  # 8 s, all but one and a half of them with ZooKeeper down
+    report = w.check()
+    assert report.ownerless.count == 1
+    assert "t[0] without an owner for 8.0 s" in report.ownerless.examples[0]
+    assert report.violations == 1
