@@ -50,5 +50,5 @@ def soak_events(request: pytest.FixtureRequest) -> int | None:
 
 
 @pytest.fixture
-def soak_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str | None:
+def soak_dir(request: pytest.FixtureRequest) -> str | None:
     return _option(request.config, "--soak-dir", "JETKAFKA_SOAK_DIR")
