@@ -3,6 +3,8 @@
 #   make run                  the Spark pipeline quick start on the embedded dev stack
 #                             (RUN_ARGS="--events 50000" passes options to examples/run_pipeline.py)
 #   make test                 the test suite (PYTEST_ARGS="tests/config -x" to narrow it)
+#   make soak                 the chaos soak, two runs of 10+ minutes each, judged by its checker
+#                             (SOAK_ARGS="--seed 42 -k recording" to repeat or narrow it)
 #   make dev-up / dev-down    the local ZooKeeper and broker, in .jetkafka/devstack
 #   make venv                 only create or refresh .venv
 #   make clean                remove caches and build outputs (keeps .venv and dev stack data)
@@ -17,13 +19,15 @@ STAMP := $(VENV)/.jetkafka-installed
 # Interpreter that creates the venv; override with `make PYTHON=/path/to/python3.12 venv`.
 PYTHON ?=
 PYTEST_ARGS ?=
+SOAK_ARGS ?=
 RUN_ARGS ?=
 
-.PHONY: help venv test run dev-up dev-down clean
+.PHONY: help venv test soak run dev-up dev-down clean
 
 help:
 	@echo "make run       run the Spark pipeline quick start (examples/run_pipeline.py; options: RUN_ARGS=...)"
 	@echo "make test      run the tests (extra pytest arguments: PYTEST_ARGS=...)"
+	@echo "make soak      run the chaos soak and its checker, 25+ minutes (SOAK_ARGS=\"--seed N\" ...)"
 	@echo "make dev-up    start the local ZooKeeper and broker (jetkafka dev up)"
 	@echo "make dev-down  stop them (jetkafka dev down)"
 	@echo "make venv      create .venv and install jetkafka with its dev extra"
@@ -65,6 +69,17 @@ test: venv
 	$(PY) -m pytest -q -ra $(PYTEST_ARGS); status=$$?; \
 	if [ $$status -eq 5 ]; then \
 		echo "make test: pytest collected no tests (exit 5); check PYTEST_ARGS" >&2; \
+	fi; \
+	exit $$status
+
+# The seed, the run directory and the checker's table are printed (-s); the test fails on any
+# violation. Options: --seed N, --soak-duration S, --soak-events N, --soak-dir D (or the
+# JETKAFKA_SOAK_* variables); tests/soak must be named for pytest to know them.
+soak: venv
+	@set -uo pipefail; \
+	$(PY) -m pytest -q -s -ra --soak tests/soak $(SOAK_ARGS); status=$$?; \
+	if [ $$status -eq 5 ]; then \
+		echo "make soak: pytest collected no tests (exit 5); check SOAK_ARGS" >&2; \
 	fi; \
 	exit $$status
 

@@ -1,0 +1,1 @@
+"""The chaos soak (``make soak``) and its checker."""

@@ -1,0 +1,134 @@
+"""Judge a soak run directory: ``python -m tests.soak.check RUN_DIR`` (exit 1 on any violation).
+
+Loads what the run left (:mod:`tests.soak.history`), replays ZooKeeper's transaction log
+(:mod:`tests.soak.fencing`), runs :func:`tests.soak.checker.check`, and writes ``report.json``
+and ``report.txt`` next to the data. In a Spark run the deliveries judged are the rows of the
+Parquet output: each row is placed at the time and process of the last write of its slice
+(``S`` lines), which is the write that produced the row the output holds.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+from tests.soak.checker import check
+from tests.soak.fencing import replay
+from tests.soak.history import (
+    Delivery,
+    read_acks,
+    read_events,
+    read_faults,
+    read_output_rows,
+)
+from tests.soak.report import Report, format_table
+from tests.support.zk_txnlog import read_txn_logs
+
+
+def _output_deliveries(run_dir: Path, slices: list) -> list[Delivery]:
+    last_write: dict[tuple[int, int], tuple[float, int]] = {}
+    for s in slices:
+        key = (s.batch_id, s.partition)
+        if key not in last_write or s.at > last_write[key][0]:
+            last_write[key] = (s.at, s.pid)
+    out = []
+    for seq, (ident, batch_id, topic, partition, offset) in enumerate(read_output_rows(run_dir / "output")):
+        at, pid = last_write.get((batch_id, partition), (0.0, -1))
+        out.append(Delivery(pid, at, topic, partition, offset, ident, seq))
+    return out
+
+
+# The last line of a traceback: a dotted exception name (kazoo.exceptions.ConnectionLoss) or a
+# builtin one (KeyError), then its message.
+_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*(?::|$)|^[A-Z]\w*(?:Error|Exception)(?::|$)")
+
+
+def scan_member_logs(run_dir: Path) -> list[str]:
+    """Errors in the members' logs that no injected fault explains: each exception kind, counted.
+
+    Each traceback is named by its exception and by the line that announced it (a log record or
+    "Exception in thread ..."); the soak's own injected failures are left out. Tracebacks of
+    two threads may interleave in a log: a traceback ends at the first exception line.
+    """
+    found: dict[str, list[str]] = {}
+    for log in sorted(run_dir.glob("m*.log"), key=lambda p: int(p.stem[1:]) if p.stem[1:].isdigit() else 0):
+        lines = log.read_text(errors="replace").splitlines()
+        for i, line in enumerate(lines):
+            if not line.startswith("Traceback"):
+                continue
+            exception = next((x.strip() for x in lines[i + 1 : i + 200] if _EXCEPTION_LINE.match(x)), "?")
+            if "InjectedFailure" in exception:
+                continue
+            announced = lines[i - 1].split("] ", 1)[-1] if i else ""
+            if "Exception in thread" in announced or announced.endswith("):"):
+                announced = "Exception in thread " + announced.rsplit("Exception in thread", 1)[-1].strip()
+            announced = re.sub(r"Thread-\d+", "Thread-N", announced)
+            name = exception.split(":", 1)[0]
+            found.setdefault(f"{name} ({announced[:90]})", []).append(f"{log.name}:{i + 1}")
+    return [f"{len(where)} x {what}, first at {where[0]}" for what, where in sorted(found.items(), key=lambda kv: -len(kv[1]))]
+
+
+def judge(run_dir: Path) -> Report:
+    info = json.loads((run_dir / "run.json").read_text())
+    events = read_events(run_dir / "events.log")
+    zk = replay(read_txn_logs(run_dir / "stack" / "zookeeper" / "data"), info["group"])
+    deliveries = _output_deliveries(run_dir, events.slices) if info["mode"] == "spark" else events.deliveries
+    report = check(
+        mode=info["mode"],
+        topic=info["topic"],
+        acked=read_acks(run_dir / "acks.tsv"),
+        deliveries=deliveries,
+        callbacks=events.callbacks,
+        faults=read_faults(run_dir / "faults.json"),
+        zk=zk,
+        session_timeout_s=float(info["session_timeout_s"]),
+    )
+    if events.torn_lines:
+        report.notes.append(f"{events.torn_lines} event log line(s) cut short (a process killed mid-write)")
+    for name, code in (info.get("exit_codes") or {}).items():
+        if code not in (0, None):
+            report.notes.append(f"{name} exited with status {code} after SIGTERM")
+    for finding in scan_member_logs(run_dir):
+        report.notes.append(f"member logs: {finding}")
+    producer = info.get("producer") or {}
+    if producer.get("thread_error"):
+        report.problems.append(f"the producing thread died: {producer['thread_error'].splitlines()[0]}")
+    if producer.get("without_report"):
+        report.problems.append(f"{producer['without_report']} record(s) never got a delivery report")
+    if producer.get("failed"):
+        report.notes.append(f"{producer['failed']} record(s) failed to produce (not judged): {producer.get('failures')}")
+    behind = (info.get("drain") or {}).get("behind")
+    if behind:
+        view = info.get("final_view") or {}
+        owners, pids = view.get("owners", {}), view.get("pids", {})
+        names = {str(pid): name for name, pid in (info.get("processes") or {}).items()}
+        stuck = []
+        for p, (done, high) in sorted(behind.items(), key=lambda kv: int(kv[0])):
+            owner = owners.get(p)
+            pid = pids.get(owner) if owner else None
+            who = f"{names.get(str(pid), '?')} (pid {pid})" if pid else "nobody"
+            stuck.append(f"[{p}] committed {done} of {high}, held by {who}")
+        report.notes.append("not committed to the end after the drain: " + "; ".join(stuck))
+    for fault in read_faults(run_dir / "faults.json"):
+        if "error" in fault.detail:
+            report.problems.append(f"fault {fault.kind} at {fault.start:.3f} did not run as planned: {fault.detail['error']}")
+    data = {**report.as_dict(), "seed": info["seed"], "wall_s": info.get("wall_s"), "load_s": info.get("load_s")}
+    (run_dir / "report.json").write_text(json.dumps(data, indent=1) + "\n")
+    text = format_table(report) + f"\nseed {info['seed']}, wall time {info.get('wall_s')} s, run directory {run_dir}\n"
+    (run_dir / "report.txt").write_text(text)
+    return report
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m tests.soak.check RUN_DIR", file=sys.stderr)
+        return 2
+    report = judge(Path(argv[0]))
+    print((Path(argv[0]) / "report.txt").read_text())
+    return 0 if report.violations == 0 and not report.problems else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

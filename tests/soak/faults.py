@@ -1,0 +1,288 @@
+"""The faults the soak injects, one method per kind, each returning the :class:`Fault` as executed.
+
+Every fault is real: signals to real processes and servers, the operator commands an operator
+would type (``jetkafka pause``, ``jetkafka offsets reset``), a configuration file rewritten
+under a running process, records deleted on the broker. Each returns when its own part is over
+(a frozen process thawed, a server serving again, a command finished); what follows from it (a
+rebalance, a re-read) happens under the next steps, as it would in production.
+
+A fault records its wall-clock window, the pids it hit and what it did: a reset's id and result
+(each partition's old and new offset), the offset below which records were deleted and the
+committed offset at that moment. The checker attributes outcomes with these, and reads what
+ZooKeeper applied from its own log rather than trusting them.
+
+Failure modes: a fault that cannot run as planned (no member to pick, a command that fails)
+is still recorded, with ``detail["error"]`` saying why, and the soak goes on; the report lists
+it. Threads: all of it runs on the harness's main thread.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from random import Random
+from typing import Any
+
+from tests.soak.cluster import SoakCluster
+from tests.soak.history import Fault
+from tests.soak.members import MemberPool
+from tests.support.processes import Member
+
+log = logging.getLogger("soak.faults")
+
+
+@dataclass(frozen=True)
+class Settings:
+    topic: str
+    partitions: int
+    group: str
+    chroot: str
+    session_timeout_s: float
+    min_members: int = 3
+    max_members: int = 5
+    join_timeout_s: float = 90.0
+
+
+class Chaos:
+    def __init__(self, cluster: SoakCluster, pool: MemberPool, settings: Settings, rng: Random, operator_config: Path) -> None:
+        self.cluster = cluster
+        self.pool = pool
+        self.s = settings
+        self.rng = rng
+        self.operator_config = str(operator_config)
+        self._resets = 0
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def view(self) -> dict[str, Any]:
+        return self.cluster.group_view(self.s.chroot, self.s.group, self.s.topic)
+
+    def _pick(self) -> Member:
+        alive = sorted(self.pool.alive(), key=lambda m: m.name)
+        return alive[self.rng.randrange(len(alive))]
+
+    def _all_pids(self) -> list[int]:
+        return [m.pid for m in self.pool.alive()]
+
+    def _consumer_id(self, member: Member) -> str | None:
+        ids = {pid: cid for cid, pid in self.view()["pids"].items()}
+        return ids.get(member.pid)
+
+    def _wait_registered(self, member: Member, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if member.proc.poll() is not None:
+                return False
+            if self._consumer_id(member) is not None:
+                return True
+            time.sleep(0.5)
+        return False
+
+    def _command(self, *args: str) -> tuple[int, str, str]:
+        done = self.pool.jetkafka(*args, "--config", self.operator_config)
+        if done.returncode != 0:
+            log.warning("jetkafka %s exited %d: %s", " ".join(args), done.returncode, done.stderr.strip()[-500:])
+        return done.returncode, done.stdout, done.stderr
+
+    def run(self, kind: str) -> Fault:
+        """Inject one fault of ``kind``. Membership bounds may turn it into a join or a leave."""
+        alive = len(self.pool.alive())
+        if kind in ("leave", "kill", "zombie") and alive <= self.s.min_members:
+            kind = "join"
+        if kind == "join" and alive >= self.s.max_members:
+            kind = "leave"
+        started = time.time()
+        fault = Fault(kind, started, started)
+        try:
+            getattr(self, kind)(fault)
+        except Exception as exc:  # recorded, and the soak goes on: a fault that failed is a finding
+            log.exception("fault %s failed", kind)
+            fault.detail["error"] = f"{type(exc).__name__}: {exc}"
+        fault.end = max(fault.end, time.time())
+        log.info("fault %s: %.1f s, pids %s, partitions %s %s", kind, fault.end - fault.start, fault.pids,
+                 fault.partitions, {k: v for k, v in fault.detail.items() if k != "result"})
+        return fault
+
+    # -- membership ---------------------------------------------------------------------------
+
+    def join(self, fault: Fault) -> None:
+        member = self.pool.start()
+        fault.pids = [member.pid]
+        fault.detail["member"] = member.name
+        fault.detail["registered"] = self._wait_registered(member, self.s.join_timeout_s)
+
+    def leave(self, fault: Fault) -> None:
+        member = self._pick()
+        fault.pids, fault.detail["member"] = [member.pid], member.name
+        try:
+            fault.detail["exit"] = member.terminate(90)
+        except Exception as exc:
+            fault.detail["exit"] = f"did not exit in 90 s after SIGTERM ({exc}); killed"
+            member.stop_quietly()
+
+    def kill(self, fault: Fault) -> None:
+        member = self._pick()
+        fault.pids, fault.detail["member"] = [member.pid], member.name
+        member.kill()
+
+    def zombie(self, fault: Fault) -> None:
+        member = self._pick()
+        fault.pids, fault.detail["member"] = [member.pid], member.name
+        frozen_s = self.s.session_timeout_s + self.rng.uniform(2, 5)
+        self.pool.freeze(member)
+        try:
+            time.sleep(frozen_s)
+        finally:
+            self.pool.thaw(member)
+        fault.detail["frozen_s"] = round(frozen_s, 1)
+
+    # -- ZooKeeper and the broker -------------------------------------------------------------
+
+    def zk_disconnect(self, fault: Fault) -> None:
+        fault.pids = self._all_pids()
+        frozen_s = self.rng.uniform(1.5, self.s.session_timeout_s / 3)
+        fault.start, fault.end = self.cluster.freeze_zookeeper(frozen_s)
+        fault.detail["frozen_s"] = round(frozen_s, 1)
+
+    def zk_expire(self, fault: Fault) -> None:
+        fault.pids = self._all_pids()
+        frozen_s = self.s.session_timeout_s + self.rng.uniform(3, 6)
+        fault.start, fault.end = self.cluster.freeze_zookeeper(frozen_s)
+        fault.detail["frozen_s"] = round(frozen_s, 1)
+
+    def zk_restart(self, fault: Fault) -> None:
+        fault.pids = self._all_pids()
+        fault.detail["down_s"] = round(self.cluster.restart_zookeeper(), 1)
+
+    def broker_restart(self, fault: Fault) -> None:
+        fault.pids = self._all_pids()
+        fault.detail["down_s"] = round(self.cluster.restart_broker(self.rng.uniform(1, 4)), 1)
+
+    # -- hot deploy -------------------------------------------------------------------------------
+
+    def _deploy(self, fault: Fault, key: str, values: tuple[Any, Any], wanted: str) -> None:
+        member = self._pick()
+        fault.pids, fault.detail["member"] = [member.pid], member.name
+        current = self.pool.configs[member.name]["channel"].get(key, values[0])
+        new = values[1] if current == values[0] else values[0]
+        seen = member.log().count(f"changed: {wanted}")
+        self.pool.rewrite(member, "channel", key, new)
+        fault.detail["change"] = f"channel.{key}: {current} -> {new}"
+        deadline = time.monotonic() + 60
+        while member.log().count(f"changed: {wanted}") <= seen:
+            if time.monotonic() > deadline or member.proc.poll() is not None:
+                fault.detail["error"] = f"the member did not log 'changed: {wanted}' within 60 s"
+                return
+            time.sleep(0.2)
+
+    def deploy_in_place(self, fault: Fault) -> None:
+        self._deploy(fault, "batch_max_events", (200, 150), "in-place")
+
+    def deploy_resubscribe(self, fault: Fault) -> None:
+        self._deploy(fault, "threads", (4, 3), "resubscribe")
+
+    # -- operator commands ------------------------------------------------------------------------
+
+    def pause_group(self, fault: Fault) -> None:
+        fault.pids = self._all_pids()
+        paused_s = self.rng.uniform(3, 8)
+        fault.detail["pause_exit"] = self._command("pause", "--reason", "soak")[0]
+        time.sleep(paused_s)
+        fault.detail["resume_exit"] = self._command("resume")[0]
+        fault.detail["paused_s"] = round(paused_s, 1)
+
+    def pause_instance(self, fault: Fault) -> None:
+        member = self._pick()
+        fault.pids, fault.detail["member"] = [member.pid], member.name
+        cid = self._consumer_id(member)
+        if cid is None:
+            fault.detail["error"] = "the member is not registered"
+            return
+        paused_s = self.rng.uniform(3, 8)
+        fault.detail["pause_exit"] = self._command("pause", "--instance", cid, "--reason", "soak")[0]
+        time.sleep(paused_s)
+        fault.detail["resume_exit"] = self._command("resume", "--instance", cid)[0]
+
+    def _reset(self, fault: Fault, to: str, partitions: list[int]) -> None:
+        self._resets += 1
+        command_id = f"soak-{self._resets}"
+        fault.partitions = sorted(partitions)
+        fault.detail.update(id=command_id, to=to)
+        code, out, err = self._command(
+            "offsets", "reset", "--topic", self.s.topic, "--to", to, "--id", command_id,
+            "--partitions", ",".join(map(str, fault.partitions)), "--timeout", "90", "--json",
+        )
+        fault.detail["exit"] = code
+        try:
+            result = json.loads(out)
+        except ValueError:
+            fault.detail["error"] = f"no JSON from the reset (exit {code}): {err.strip()[-300:]}"
+            return
+        fault.detail["moved"] = {
+            str(p["partition"]): [p["old"], p["new"]] for p in result.get("partitions", []) if p.get("new") is not None
+        }
+        fault.detail["pending"] = {str(p["partition"]): p["pending"] for p in result.get("partitions", []) if p.get("pending")}
+        fault.pids = sorted({m.pid for m in self.pool.alive()})
+
+    def _some_partitions(self, most: int) -> list[int]:
+        return self.rng.sample(range(self.s.partitions), self.rng.randint(1, most))
+
+    def reset_earliest(self, fault: Fault) -> None:
+        self._reset(fault, "earliest", self._some_partitions(2))
+
+    def reset_offset(self, fault: Fault) -> None:
+        p = self.rng.randrange(self.s.partitions)
+        committed = self.view()["committed"].get(p, 0)
+        low, _high = self.cluster.watermarks(self.s.topic, self.s.partitions)[p]
+        self._reset(fault, str(max(low, committed - self.rng.randint(300, 3000))), [p])
+
+    def reset_time(self, fault: Fault) -> None:
+        when = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=self.rng.uniform(10, 40))
+        self._reset(fault, when.strftime("%Y-%m-%dT%H:%M:%SZ"), self._some_partitions(3))
+
+    def out_of_range(self, fault: Fault) -> None:
+        """Records deleted past a partition's committed offset while its owner is paused.
+
+        The owner stops fetching while paused, so after a few seconds of production the
+        deletion reaches beyond everything it fetched: on resume its next fetch is out of
+        range. What lay between the committed offset and the deletion point was never read.
+        """
+        view = self.view()
+        owned = sorted(view["owners"].items())
+        if not owned:
+            fault.detail["error"] = "no partition is owned"
+            return
+        p, cid = owned[self.rng.randrange(len(owned))]
+        pid = view["pids"].get(cid)
+        fault.partitions, fault.pids = [p], [pid] if pid is not None else []
+        fault.detail["owner"] = cid
+        self._command("pause", "--instance", cid, "--reason", "soak out of range")
+        try:
+            time.sleep(1.5)  # the batch in hand finishes and its commit lands
+            fault.detail["committed"] = self.view()["committed"].get(p, 0)
+            time.sleep(self.rng.uniform(6, 10))
+            _low, high = self.cluster.watermarks(self.s.topic, self.s.partitions)[p]
+            below = max(fault.detail["committed"], high - 20)
+            fault.detail["high"] = high
+            fault.detail["deleted_below"] = below
+            fault.detail["low_after"] = self.cluster.delete_records(self.s.topic, p, below)
+        finally:
+            self._command("resume", "--instance", cid)
+
+    def thaw_everything(self) -> None:
+        """Before the drain: no process may stay stopped, no pause may stay in place."""
+        for m in self.pool.alive():
+            if m.pid in self.pool.frozen:
+                self.pool.thaw(m)
+            else:
+                try:
+                    os.kill(m.pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+        self._command("resume")

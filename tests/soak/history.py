@@ -1,0 +1,162 @@
+"""What a soak run leaves behind, as the checker reads it.
+
+A run directory holds:
+
+``events.log``
+    every delivery and callback of every process (:mod:`tests.soak.recorder`);
+``acks.tsv``
+    ``id<TAB>partition<TAB>offset`` for every record the broker acknowledged;
+``faults.json``
+    the schedule as executed: each :class:`Fault` with its wall-clock window, the processes it
+    hit and what it did (a reset's moved offsets, the offset records were deleted below, ...);
+``run.json``
+    the run's parameters (mode, seed, topic, group, session timeout, ...);
+``zookeeper/``
+    the ZooKeeper server's data directory, whose transaction log the checker replays;
+``output/`` (Spark runs)
+    the Parquet output, one row per event written.
+
+Nothing here interprets the data: that is :mod:`tests.soak.checker`'s work.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One event handed to the processor (or, in a Spark run, one row of the output)."""
+
+    pid: int
+    at: float
+    topic: str
+    partition: int
+    offset: int
+    id: int
+    seq: int  # position in the event log: the order one process delivered in
+
+
+@dataclass(frozen=True, slots=True)
+class Callback:
+    kind: str  # "T" termination, "X" exception, "R" injected failure
+    pid: int
+    at: float
+    topic: str
+    partition: int
+    detail: str
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Slice:
+    """A Spark run's write of one (batch id, topic, partition) slice."""
+
+    pid: int
+    at: float
+    batch_id: int
+    topic: str
+    partition: int
+    first: int
+    last: int
+    rows: int
+
+
+@dataclass
+class Fault:
+    """One injected fault as executed."""
+
+    kind: str
+    start: float
+    end: float
+    pids: list[int] = field(default_factory=list)
+    partitions: list[int] = field(default_factory=list)
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Fault:
+        return cls(
+            data["kind"], float(data["start"]), float(data["end"]), list(data.get("pids", [])),
+            list(data.get("partitions", [])), dict(data.get("detail", {})),
+        )
+
+
+@dataclass
+class EventLog:
+    deliveries: list[Delivery] = field(default_factory=list)
+    callbacks: list[Callback] = field(default_factory=list)
+    slices: list[Slice] = field(default_factory=list)
+    torn_lines: int = 0
+
+
+def read_events(path: str | Path) -> EventLog:
+    """Every complete line of an event log (a line cut short by a kill is counted, not read)."""
+    out = EventLog()
+    try:
+        f = open(path, encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return out
+    with f:
+        for seq, line in enumerate(f):
+            fields = line.split()
+            if not line.endswith("\n") or len(fields) < 6:
+                out.torn_lines += 1
+                continue
+            try:
+                kind, pid, at = fields[0], int(fields[1]), float(fields[2])
+                if kind == "D":
+                    out.deliveries.append(
+                        Delivery(pid, at, fields[3], int(fields[4]), int(fields[5]), int(fields[6]), seq)
+                    )
+                elif kind == "S":
+                    out.slices.append(Slice(pid, at, int(fields[3]), fields[4], *map(int, fields[5:9])))
+                else:
+                    out.callbacks.append(Callback(kind, pid, at, fields[3], int(fields[4]), fields[5], seq))
+            except (ValueError, IndexError, TypeError):
+                out.torn_lines += 1
+    return out
+
+
+def write_acks(path: str | Path, acked: dict[int, tuple[int, int]]) -> None:
+    with open(path, "w") as f:
+        f.writelines(f"{i}\t{p}\t{o}\n" for i, (p, o) in sorted(acked.items()))
+
+
+def read_acks(path: str | Path) -> dict[int, tuple[int, int]]:
+    acked: dict[int, tuple[int, int]] = {}
+    with open(path) as f:
+        for line in f:
+            ident, partition, offset = line.split("\t")
+            acked[int(ident)] = (int(partition), int(offset))
+    return acked
+
+
+def write_faults(path: str | Path, faults: list[Fault]) -> None:
+    Path(path).write_text(json.dumps([f.as_dict() for f in faults], indent=1) + "\n")
+
+
+def read_faults(path: str | Path) -> list[Fault]:
+    return [Fault.from_dict(d) for d in json.loads(Path(path).read_text())]
+
+
+def read_output_rows(path: str | Path) -> list[tuple[int, int, str, int, int]]:
+    """``(id, batch_id, topic, partition, offset)`` of every row of a Spark run's Parquet output.
+
+    Read with pyarrow, as files on disk: staging directories of killed writers start with a dot
+    and are skipped, as Spark's readers skip them.
+    """
+    import pyarrow.dataset as ds
+
+    if not Path(path).is_dir():
+        return []
+    table = ds.dataset(str(path), format="parquet", partitioning="hive").to_table(
+        columns=["id", "batch_id", "topic", "partition", "offset"]
+    )
+    columns = [table.column(c).to_pylist() for c in ("id", "batch_id", "topic", "partition", "offset")]
+    return [(int(i), int(b), str(t), int(p), int(o)) for i, b, t, p, o in zip(*columns)]

@@ -1,0 +1,117 @@
+"""What the soak's processes run: a recording processor that sometimes fails, and a Spark ``fn``.
+
+Both append to one event log shared by every process of the run (one ``os.write`` per record
+on an ``O_APPEND`` descriptor, so lines of different processes never interleave). Lines beyond
+those of :mod:`tests.support.event_log` (``D``, ``T``, ``X``)::
+
+    R <pid> <time> <topic> <partition> <first offset> <events>     an injected failure
+    S <pid> <time> <batch id> <topic> <partition> <first> <last> <rows>   a Spark slice written
+
+Injected failures are seeded: the first attempt of a batch (or Spark micro-batch) raises when
+a hash of ``(seed, topic, partition, first offset)`` (or ``(seed, batch id)``) falls under
+``raise_rate``. The attempt that raises writes no ``D`` line, as a processor failing before its
+output would: a retry that delivers the batch again is then its first delivery, so every
+duplicate the checker sees near an ``R`` line is a real one.
+
+Threads: ``on_next_batch`` runs on the channel's worker threads, one partition per thread at a
+time; the set of batches that already raised is shared by them under a lock. ``on_start`` and
+``on_stop`` run on the thread starting or stopping the channel (a hot deploy's watcher thread
+for a resubscribe), when no batch runs. The Spark ``fn`` runs on the processor's driver thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from jetkafka import BatchResponse, EventBatch, PartitionSource
+from tests.support.event_log import EventLogRecorder
+
+
+class InjectedFailure(RuntimeError):
+    """Raised on purpose by the soak, on the first attempt of a seeded share of batches."""
+
+
+def chosen(seed: int, rate: float, *key: object) -> bool:
+    """Whether the seeded draw for ``key`` falls under ``rate`` (the same in every process)."""
+    digest = hashlib.blake2b(repr((seed, *key)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") < rate * 2**64
+
+
+class SoakRecorder(EventLogRecorder):
+    """An :class:`EventLogRecorder` whose first attempt of a seeded share of batches raises."""
+
+    def __init__(self, path: str, seed: int = 0, raise_rate: float = 0.0, delay_ms: int = 0) -> None:
+        super().__init__(path, delay_ms=delay_ms)
+        self._path = path
+        self._seed = seed
+        self._rate = raise_rate
+        self._raised: set[tuple[str, int, int]] = set()
+        self._lock = threading.Lock()
+
+    def on_start(self, context: Any) -> None:
+        # A resubscribing hot deploy stops the channel (on_stop closed the log) and starts it
+        # again with this same instance: the log must be open again before the first batch.
+        # Left closed, its descriptor number would be reused by a new socket, and event lines
+        # written there would both vanish from the log and corrupt that connection.
+        if self._fd < 0:
+            self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def on_stop(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def on_next_batch(self, source: PartitionSource, events: EventBatch) -> BatchResponse:
+        first = events[0].offset
+        key = (source.topic, source.partition, first)
+        if self._rate and chosen(self._seed, self._rate, *key):
+            with self._lock:
+                fresh = key not in self._raised
+                self._raised.add(key)
+            if fresh:
+                self._write(f"R {self._pid} {time.time():.6f} {source.topic} {source.partition} {first} {len(events)}\n")
+                raise InjectedFailure(f"{source.topic}[{source.partition}] offset {first}: injected failure, first attempt")
+        return super().on_next_batch(source, events)
+
+
+def slice_writer(path: str, log: str, seed: int = 0, raise_rate: float = 0.0) -> Callable[[Any, int], None]:
+    """A Spark ``fn`` writing each event's id to a :class:`ParquetSink` at ``path``.
+
+    Each write is followed by one ``S`` line per (topic, partition) slice in ``log``; the first
+    run of a seeded share of batch ids raises before writing (an ``R`` line with the batch id as
+    partition ``-1``).
+    """
+    from pyspark.sql import functions as F
+
+    from jetkafka.spark.sinks import ParquetSink
+
+    sink = ParquetSink(path)
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    pid = os.getpid()
+    raised: set[int] = set()
+
+    def fn(df: Any, batch_id: int) -> None:
+        if raise_rate and batch_id not in raised and chosen(seed, raise_rate, "batch", batch_id):
+            raised.add(batch_id)
+            os.write(fd, f"R {pid} {time.time():.6f} - -1 {batch_id} 0\n".encode())
+            raise InjectedFailure(f"micro-batch {batch_id}: injected failure, first run")
+        rows = df.select("topic", "partition", "offset", F.col("value").alias("id"))
+        sink.write(rows, batch_id)
+        ranges = rows.groupBy("topic", "partition").agg(
+            F.min("offset").alias("first"), F.max("offset").alias("last"), F.count("*").alias("n")
+        ).collect()
+        now = time.time()
+        os.write(
+            fd,
+            "".join(
+                f"S {pid} {now:.6f} {batch_id} {r['topic']} {r['partition']} {r['first']} {r['last']} {r['n']}\n"
+                for r in ranges
+            ).encode(),
+        )
+
+    return fn

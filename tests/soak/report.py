@@ -1,0 +1,111 @@
+"""The soak checker's verdict: findings with their attribution, as a table and as JSON.
+
+A :class:`Finding` is a count with a few examples; a :class:`Cause` says what a loss or a
+duplicate is attributed to and whether the guarantees allow it. :class:`Report` holds every
+finding of one run: its ``violations`` are the findings the guarantees do not allow, and its
+``problems`` what made the run itself invalid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+EXAMPLES = 8
+
+
+@dataclass(frozen=True)
+class Cause:
+    fault: str  # the fault kind it is attributed to, or "unattributed"
+    reason: str
+    allowed: bool
+
+
+@dataclass
+class Finding:
+    """A count of one kind of outcome, with a few examples."""
+
+    count: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    def add(self, example: str) -> None:
+        self.count += 1
+        if len(self.examples) < EXAMPLES:
+            self.examples.append(example)
+
+
+@dataclass
+class Report:
+    mode: str
+    events: dict[str, int]
+    faults: dict[str, int]
+    lost: dict[Cause, Finding]
+    duplicated: dict[Cause, Finding]
+    out_of_order: Finding
+    foreign_commits: Finding
+    offsets_back: Finding
+    expired_sessions: list[str]
+    notes: list[str]
+    ownerless: Finding = field(default_factory=Finding)
+    # What makes the run itself invalid (the producer died, a process never stopped): not a
+    # violation of jetkafka's guarantees, but the run proves nothing until it is fixed.
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def violations(self) -> int:
+        return (
+            sum(f.count for c, f in self.lost.items() if not c.allowed)
+            + sum(f.count for c, f in self.duplicated.items() if not c.allowed)
+            + self.out_of_order.count
+            + self.foreign_commits.count
+            + self.offsets_back.count
+            + self.ownerless.count
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        def causes(table: dict[Cause, Finding]) -> list[dict[str, Any]]:
+            return [
+                {"fault": c.fault, "reason": c.reason, "allowed": c.allowed, "count": f.count, "examples": f.examples}
+                for c, f in sorted(table.items(), key=lambda item: (item[0].allowed, -item[1].count))
+            ]
+
+        return {
+            "mode": self.mode,
+            "ok": self.violations == 0,
+            "violations": self.violations,
+            "events": self.events,
+            "faults": self.faults,
+            "lost": causes(self.lost),
+            "duplicated": causes(self.duplicated),
+            "out_of_order": vars(self.out_of_order),
+            "foreign_commits": vars(self.foreign_commits),
+            "offsets_went_back": vars(self.offsets_back),
+            "ownerless": vars(self.ownerless),
+            "expired_sessions": self.expired_sessions,
+            "notes": self.notes,
+            "problems": self.problems,
+        }
+
+
+def format_table(report: Report) -> str:
+    """The report as a fixed-width table, one line per finding."""
+    rows = [("check", "attributed to", "reason", "allowed", "count")]
+    for name, table in (("lost", report.lost), ("duplicated", report.duplicated)):
+        for c, f in sorted(table.items(), key=lambda item: (item[0].allowed, -item[1].count)):
+            rows.append((name, c.fault, c.reason, "yes" if c.allowed else "NO", str(f.count)))
+        if not table:
+            rows.append((name, "-", "-", "-", "0"))
+    rows.append(("out of order", "-", "offsets not increasing within a hold", "NO", str(report.out_of_order.count)))
+    rows.append(("foreign commits", "-", "offset written by a non-owner session", "NO", str(report.foreign_commits.count)))
+    rows.append(("offsets went back", "-", "offset lowered outside a reset", "NO", str(report.offsets_back.count)))
+    rows.append(("ownerless", "-", "a free partition not taken for 5+ s, ZooKeeper up", "NO", str(report.ownerless.count)))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    summary = ", ".join(f"{k} {v}" for k, v in report.events.items())
+    faults = ", ".join(f"{k} {v}" for k, v in report.faults.items())
+    verdict = "OK" if report.violations == 0 else f"{report.violations} VIOLATION(S)"
+    if report.problems:
+        verdict += f", {len(report.problems)} PROBLEM(S) WITH THE RUN ITSELF"
+    extra = [*report.notes, *(f"problem: {p}" for p in report.problems)]
+    return "\n".join([f"soak ({report.mode}): {verdict}", f"events: {summary}", f"faults: {faults}", *lines, *extra])
