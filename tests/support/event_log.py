@@ -30,7 +30,8 @@ class EventLogRecorder(BatchEventProcessor):
     """
 
     def __init__(self, path: str, delay_ms: int = 0, after_freeze_ms: int = 0) -> None:
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._path = path
+        self._fd = -1
         self._pid = os.getpid()
         self._delay = delay_ms / 1000
         self._after_freeze = after_freeze_ms / 1000
@@ -63,8 +64,14 @@ class EventLogRecorder(BatchEventProcessor):
         )
         return None
 
+    def on_start(self, context: object) -> None:
+        # Opened per start: a hot deploy that resubscribes stops and starts this same object.
+        self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
     def on_stop(self) -> None:
-        os.close(self._fd)
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
 
 
 @dataclass(frozen=True)
