@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -325,10 +326,13 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
         key = (source.topic, source.partition)
         self._moved.pop(key, None)
         timeout = self.settle_timeout_s if self.settle_timeout_s is not None else 15.0
+        started = time.monotonic()
         if not self.collector.settle(key, timeout):
+            waited = time.monotonic() - started
             log.warning(
-                "%s[%d]: released before its micro-batch committed (waited %.1f s); its next owner replays it",
-                source.topic, source.partition, timeout,
+                "%s[%d]: released before its micro-batch committed (%s); its next owner replays it",
+                source.topic, source.partition,
+                "the driver stopped" if self.collector.stopping else f"waited {waited:.1f} s",
             )
         self.collector.forget(key)
         # The driver committed whatever was done; the rest is read again by the next owner.
