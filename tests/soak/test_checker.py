@@ -348,6 +348,28 @@ def test_a_record_the_broker_lost_and_whose_offset_it_reused_is_not_a_jetkafka_l
     assert any("1 record(s) delivered that are second copies" in n for n in report.notes)
 
 
+def test_an_offset_lowered_to_a_truncated_logs_new_end_is_allowed_and_only_over_what_it_lost() -> None:
+    """The broker lost offsets 6..9 (it acknowledged them again for new records): the owner's
+    out-of-range policy goes on at the new end, 6, below its commit of 10, and reads the new
+    records there. That rewind, and the commit lowered to 6, are the policy at work; lowered
+    further than what the broker lost, it is a violation."""
+    for lowered_to, violations in ((6, 0), (5, 2)):
+        w = two_members()
+        w.deliver(1, 102.0, 0, range(10))
+        w.commit(A, 0, 10, 102.1)
+        w.fault("broker_restart", 103.0, 105.0, [1, 2])
+        for o in range(6, 10):  # lost with the broker's tail, then given to new records
+            w.acked[5000 + o] = (0, o)
+        w.commit(A, 0, lowered_to, 105.5)
+        for o in range(lowered_to, 10):
+            ident = 5000 + o if o >= 6 else o
+            w.deliveries.append(Delivery(1, 106.0, TOPIC, 0, o, ident, len(w.deliveries)))
+        report = w.check()
+        assert report.offsets_back.count + report.out_of_order.count == violations, (lowered_to, format_table(report))
+        if violations == 0:
+            assert any("1 committed offset(s) lowered to the log's new end" in n for n in report.notes)
+
+
 def test_a_partition_left_without_an_owner_is_a_violation_unless_zookeeper_was_down() -> None:
     w = two_members()
     w.take(B, 1, 0, 101.0)
