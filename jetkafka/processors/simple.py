@@ -12,6 +12,13 @@ Policies (``auto_advance``) and their delivery guarantees:
 - ``no-duplication``: the batch is committed *before* the handler runs. At most once; after a
   crash the batch in hand is not delivered again, and a batch whose handler raised is not
   retried (it may have been handled in part).
+
+In every mode an offset out of the broker's range is the channel's to move
+(``channel.on_out_of_range``), and a lost partition the channel's to drop: neither is a
+handler's failure.
+
+Threads: every callback runs on the worker thread holding the partition; the periodic mode's
+last-commit times are shared by the workers under a lock.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Literal
 
+from jetkafka.errors import PartitionLost
 from jetkafka.events import EventBatch, PartitionSource
 from jetkafka.processors.base import BatchEventProcessor, BatchResponse
 
@@ -91,6 +99,15 @@ class SimpleKafkaProcessor(BatchEventProcessor):
         return BatchResponse.advance() if self.auto_advance != "no-duplication" else None
 
     def on_exception(self, source: PartitionSource, error: BaseException) -> BatchResponse | None:
+        """Runs on the worker thread holding the partition. In ``no-duplication`` mode a batch
+        whose handler raised after its commit is logged and skipped (``get_next()``). Everything
+        else is the channel's to handle (``None``): a lost partition, and an offset out of the
+        broker's range, which ``channel.on_out_of_range`` moves; answering that one with
+        ``get_next()`` would keep the partition where the broker has nothing, turn after turn."""
+        from jetkafka.channel.worker import OffsetOutOfRange  # here: the channel imports the processors
+
+        if isinstance(error, (OffsetOutOfRange, PartitionLost)):
+            return None
         if self.auto_advance == "no-duplication" and source.committed_offset == source.next_offset:
             log.error(
                 "%s[%d]: handler failed on offsets %d..%d; not retried (no-duplication): %s",

@@ -6,9 +6,13 @@ import threading
 import time
 
 import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 
 from jetkafka import EventBatch, SimpleKafkaProcessor
+from jetkafka.coordination.offsets import OffsetStore
+from jetkafka.coordination.paths import GroupPaths
 from tests.support.channels import committed_offsets, make_channel, values, wait_until
 
 
@@ -65,6 +69,39 @@ def test_no_duplication_does_not_retry_a_failed_handler(zk, zk_connect, kafka_co
         wait_until(lambda: 100 in seen)
         time.sleep(0.5)
     assert seen == [0, 100]
+
+
+@pytest.mark.parametrize("where", ["below the start", "past the end"])
+def test_no_duplication_leaves_an_offset_out_of_range_to_the_channel(
+    zk, zk_connect, kafka_config, topic_factory, produce, where: str
+) -> None:
+    """An offset the broker does not hold is not a failed handler: ``channel.on_out_of_range``
+    moves the partition (to the low watermark; past the end, to the end), once, and the handler
+    gets the records from there. Answered as a handler failure instead, the partition stays
+    where it is and the same out-of-range turn comes back at once, for ever."""
+    topic = topic_factory(partitions=1)
+    produce(topic, values(100, 1))
+    store = OffsetStore(zk, GroupPaths("g"))
+    if where == "below the start":
+        store.write_unfenced(topic, 0, 10)
+        admin = AdminClient(dict(kafka_config))  # kept: its futures end with it
+        for future in admin.delete_records([TopicPartition(topic, 0, 50)]).values():
+            future.result(timeout=30)
+        expected = list(range(50, 100))
+    else:
+        store.write_unfenced(topic, 0, 150)  # 100..149 processed, then the log lost them
+        expected = list(range(1000, 1005))
+    handler = Collector()
+    proc = SimpleKafkaProcessor(handler, auto_advance="no-duplication")
+    with make_channel(zk_connect, kafka_config, topic, proc, on_out_of_range="earliest") as channel:
+        if where == "past the end":
+            wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 100}, timeout=10, what="the end committed")
+            produce(topic, values(5, 1, start=1000))  # written after the loss: offsets 100..104
+        wait_until(lambda: len(handler.ids) == len(expected), timeout=10, what=f"the records after the move ({where})")
+        with channel.stats._lock:
+            out_of_range = channel.stats.errors[((topic, 0), "offset_out_of_range")]
+    assert sorted(handler.ids) == expected
+    assert out_of_range == 1  # handled once, not turned over and over
 
 
 def test_periodic_commits_on_interval_and_on_release(zk, zk_connect, kafka_config, topic_factory, produce) -> None:
