@@ -13,9 +13,12 @@ deleted or its session closes) and every write of ``/…/offsets/<topic>/<p>``. 
 
 It also tells which process a session belonged to (the ``pid`` in the registration the session
 wrote under ``/…/ids``), when each session ended and whether the server expired it (a close
-with request number 0 comes from the server's session tracker, not from the client), and the
-committed offset of any partition at any time: what the soak checker needs to tell a crash's
-re-deliveries from a violation.
+with request number 0 comes from the server's session tracker, not from the client), each
+hold's fencing token (the offset node's version after the take, counted as ZooKeeper counts
+it), the committed offset of any partition at any time, and its recovery ranges (the
+``ranges`` of ``/…/recovery/<topic>/<p>``) at any time: what the soak checker needs to tell a
+crash's re-deliveries from a violation, and to place a dispatcher's request by the token it
+carried.
 
 Times are the server's wall clock (milliseconds), the same clock as the processes' on one
 machine. Only failed multi-operations are skipped: they changed nothing.
@@ -27,7 +30,7 @@ import bisect
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tests.support.zk_txnlog import Op, Txn
 
@@ -36,6 +39,7 @@ _IDS = re.compile(r"/consumers/(?P<group>[^/]+)/ids/(?P<cid>[^/]+)$")
 _RESET_NODE = re.compile(r"/consumers/(?P<group>[^/]+)/commands/reset-(?P<id>[^/]+)$")
 _RESET_DONE = re.compile(r"/consumers/(?P<group>[^/]+)/commands/reset-(?P<id>[^/]+)/done/(?P<p>\d+)$")
 _RESET_LOCK = re.compile(r"/consumers/(?P<group>[^/]+)/commands/lock-[^/]+$")
+_RECOVERY = re.compile(r"/consumers/(?P<group>[^/]+)/recovery/(?P<topic>[^/]+)/(?P<p>\d+)$")
 
 Key = tuple[str, int]
 
@@ -97,6 +101,9 @@ class Hold:
     start_zxid: int
     end: float | None = None
     how: str = ""  # "released" (node deleted), "session closed", "session expired", "" = held at the end
+    # The offset node's version right after the take: the hold's fencing token (what jetkafka
+    # hands to processors as ``fencing_token``, and the dispatcher sends as ``jetkafkaepoch``).
+    epoch: int = 0
 
 
 @dataclass
@@ -108,6 +115,8 @@ class ZooKeeperHistory:
     resets: dict[str, dict] = field(default_factory=dict)  # reset id -> the command as created
     transactions: int = 0
     _by_key: dict[Key, tuple[list[float], list[int | None]]] = field(default_factory=dict, repr=False)
+    # Each partition's recovery ranges over time: (times, ranges as of each time).
+    _ranges: dict[Key, tuple[list[float], list[tuple[tuple[int, int], ...]]]] = field(default_factory=dict, repr=False)
 
     @property
     def foreign_writes(self) -> list[OffsetWrite]:
@@ -122,6 +131,23 @@ class ZooKeeperHistory:
         times, values = self._by_key.get((topic, partition), ([], []))
         i = bisect.bisect_right(times, at)
         return values[i - 1] if i else None
+
+    def ranges_at(self, topic: str, partition: int, at: float) -> tuple[tuple[int, int], ...]:
+        """The partition's recovery ranges (half-open ``[from, to)``) as of wall time ``at``."""
+        times, values = self._ranges.get((topic, partition), ([], []))
+        i = bisect.bisect_right(times, at)
+        return values[i - 1] if i else ()
+
+    def in_ranges(self, topic: str, partition: int, offset: int, start: float, end: float) -> bool:
+        """Whether ``offset`` was in the partition's recovery ranges at some time in ``[start, end]``."""
+        times, values = self._ranges.get((topic, partition), ([], []))
+        first = max(0, bisect.bisect_right(times, start) - 1)
+        last = bisect.bisect_right(times, end)
+        return any(lo <= offset < hi for ranges in values[first:last] for lo, hi in ranges)
+
+    def hold_by_epoch(self, topic: str, partition: int, epoch: int) -> Hold | None:
+        """The hold of the partition whose fencing token is ``epoch``."""
+        return next((h for h in self.holds if (h.topic, h.partition, h.epoch) == (topic, partition, epoch)), None)
 
     def sessions_of(self, pid: int) -> list[Session]:
         return [s for s in self.sessions.values() if s.pid == pid]
@@ -147,6 +173,7 @@ class _Replay:
         self.history = ZooKeeperHistory(group)
         self.owners: dict[Key, Hold] = {}
         self.offsets: dict[Key, int | None] = {}
+        self.versions: dict[Key, int] = {}  # each offset node's version, as ZooKeeper counts it
 
     def session(self, sid: int) -> Session:
         return self.history.sessions.setdefault(sid, Session(sid))
@@ -155,7 +182,7 @@ class _Replay:
         hold = self.owners.pop(key, None)
         if hold is not None:
             self.history.holds.append(
-                Hold(hold.topic, hold.partition, hold.session, hold.owner_id, hold.start, hold.start_zxid, at, how)
+                Hold(hold.topic, hold.partition, hold.session, hold.owner_id, hold.start, hold.start_zxid, at, how, hold.epoch)
             )
 
     def apply(self, txn: Txn) -> None:
@@ -210,6 +237,10 @@ class _Replay:
             if lock and lock["group"] == group:
                 self._mark_reset(txn.session)
                 return
+        recovery = _RECOVERY.search(op.path)
+        if recovery and recovery["group"] == group:
+            self.apply_ranges(at, (recovery["topic"], int(recovery["p"])), op)
+            return
         node = _NODE.search(op.path)
         if not node or node["group"] != group:
             return
@@ -223,11 +254,16 @@ class _Replay:
             return
         if op.kind not in ("setData", "create"):
             return
+        self.versions[key] = 0 if op.kind == "create" else self.versions.get(key, 0) + 1
+        owner = self.owners.get(key)
+        if owner is not None and owner.start_zxid == txn.zxid and owner.session == txn.session:
+            # The take's own write, in the transaction that created the owner node: its version
+            # is the hold's fencing token.
+            self.owners[key] = replace(owner, epoch=self.versions[key])
         value = _offset(op.data)
         if op.kind == "create" and value is None:
             self.offsets.setdefault(key, None)
             return  # an empty offset node: nothing committed
-        owner = self.owners.get(key)
         previous = self.offsets.get(key)
         write = OffsetWrite(
             txn.zxid, at, txn.session, key[0], key[1], value, previous,
@@ -238,6 +274,22 @@ class _Replay:
         times, values = self.history._by_key.setdefault(key, ([], []))
         times.append(at)
         values.append(value)
+
+
+    def apply_ranges(self, at: float, key: Key, op: Op) -> None:
+        """A write of a partition's recovery node: its ``ranges`` from now on (none once deleted)."""
+        if op.kind == "delete":
+            ranges: tuple[tuple[int, int], ...] = ()
+        elif op.kind in ("create", "setData"):
+            try:
+                ranges = tuple((int(lo), int(hi)) for lo, hi in json.loads(op.data)["ranges"])
+            except (ValueError, KeyError, TypeError):
+                return  # not a recovery record jetkafka wrote: leave the history as it was
+        else:
+            return
+        times, values = self.history._ranges.setdefault(key, ([], []))
+        times.append(at)
+        values.append(ranges)
 
 
 def replay(txns: Iterable[Txn], group: str) -> ZooKeeperHistory:

@@ -4,13 +4,15 @@ Injected: on a ZooKeeper server of the test's own (its data directory is read af
 sessions that take a partition as jetkafka does (one multi: ephemeral owner node + offset
 write), commit under the check of the owner node, have a commit refused (a failed multi), write
 an offset without owning the partition, lower an offset with and without a reset's ``done``
-marker, and a process SIGKILLed while holding a partition, whose session the server expires.
+marker, write, shrink and delete a partition's recovery ranges, and a process SIGKILLed while
+holding a partition, whose session the server expires.
 Asserted: the Python decoder returns exactly the transactions ZooKeeper's own
 ``TxnLogToolkit`` dumps (zxid, session, request number, type, and each operation of a multi);
 the replay finds the foreign write and the lowered offset and nothing else, tells the expired
 session (server-side close) from the closed ones, maps sessions to the pid of their
-registration, ends the killed process's hold at its expiry and gives the committed offset at
-any time.
+registration, ends the killed process's hold at its expiry, gives each hold the fencing token
+kazoo reported to the taker, and gives the committed offset and the recovery ranges at any
+time.
 """
 
 from __future__ import annotations
@@ -89,7 +91,8 @@ def _history(server: ZooKeeperServer) -> dict:
     for p in (0, 1):
         a.ensure_path(OFFSET.format(p))
     a.ensure_path("/consumers/g/owners/t")
-    assert _take(a, 0, b"", 0)[0] == OWNER.format(0)
+    taken = _take(a, 0, b"", 0)
+    assert taken[0] == OWNER.format(0)
     assert _commit(a, 0, 10, 1)[1].version == 2
     assert _commit(a, 0, 20, 2)[1].version == 3
     # b does not own partition 0, but a write that names the current node versions goes through
@@ -108,6 +111,14 @@ def _history(server: ZooKeeperServer) -> dict:
     tx.set_data(OFFSET.format(0), b"3")
     tx.create("/consumers/g/commands/reset-r1/done/0", b"{}")
     assert tx.commit()[1].version == 6
+    recovery = "/consumers/g/recovery/t/0"  # ranges as jetkafka's recovery ledger writes them
+    a.create(recovery, json.dumps({"ranges": [[0, 40], [50, 60]], "lost": 0}).encode(), makepath=True)
+    time.sleep(0.05)
+    between_ranges = time.time()
+    time.sleep(0.05)
+    a.set(recovery, json.dumps({"ranges": [[30, 40], [50, 60]], "lost": 0}).encode())
+    time.sleep(0.05)
+    a.delete(recovery)
     holder = subprocess.Popen(
         [sys.executable, "-c", _HOLDER, server.connect_string], stdout=subprocess.PIPE, text=True
     )
@@ -125,7 +136,8 @@ def _history(server: ZooKeeperServer) -> dict:
     b.stop()
     b.close()
     return {
-        "holder": holder.pid, "killed": killed, "before_unfenced": before_unfenced, "after_unfenced": after_unfenced
+        "holder": holder.pid, "killed": killed, "before_unfenced": before_unfenced, "after_unfenced": after_unfenced,
+        "a_token": taken[1].version, "between_ranges": between_ranges,
     }
 
 
@@ -206,3 +218,11 @@ def test_replay_finds_the_foreign_write_the_lowered_offset_and_the_expiry(zookee
     assert history.committed_at("t", 0, float("inf")) == 3
     assert history.committed_at("t", 1, 0) is None
     assert [s.pid for s in history.expiries()] == [facts["holder"]]
+    # Fencing tokens: the offset node's version after the take, as kazoo reported it to the taker.
+    assert holds[(a.id, 0)].epoch == facts["a_token"] == 1
+    assert history.hold_by_epoch("t", 0, facts["a_token"]) == holds[(a.id, 0)]
+    assert holds[(holder.id, 1)].epoch == 1  # partition 1's node was created empty, then taken
+    assert history.ranges_at("t", 0, facts["between_ranges"]) == ((0, 40), (50, 60))
+    assert history.ranges_at("t", 0, float("inf")) == ()
+    assert history.in_ranges("t", 0, 35, facts["between_ranges"], float("inf"))
+    assert not history.in_ranges("t", 0, 45, 0, float("inf"))
