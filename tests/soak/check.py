@@ -4,7 +4,10 @@ Loads what the run left (:mod:`tests.soak.history`), replays ZooKeeper's transac
 (:mod:`tests.soak.fencing`), runs :func:`tests.soak.checker.check`, and writes ``report.json``
 and ``report.txt`` next to the data. In a Spark run the deliveries judged are the rows of the
 Parquet output: each row is placed at the time and process of the last write of its slice
-(``S`` lines), which is the write that produced the row the output holds.
+(``S`` lines), which is the write that produced the row the output holds. In a dispatcher run
+they are the requests the subscriber answered 2xx (``subscriber.log``), each placed in the hold
+whose fencing token it carried; the requests it refused on purpose are the run's injected
+failures. The guarantee judged against is the mode's, with the parameters the run recorded.
 """
 
 from __future__ import annotations
@@ -15,13 +18,16 @@ import sys
 from pathlib import Path
 
 from tests.soak.checker import check
-from tests.soak.fencing import replay
+from tests.soak.fencing import ZooKeeperHistory, replay
+from tests.soak.guarantee import guarantee_for
 from tests.soak.history import (
+    Callback,
     Delivery,
     read_acks,
     read_events,
     read_faults,
     read_output_rows,
+    read_requests,
 )
 from tests.soak.report import Report, format_table
 from tests.support.zk_txnlog import read_txn_logs
@@ -70,20 +76,46 @@ def scan_member_logs(run_dir: Path) -> list[str]:
     return [f"{len(where)} x {what}, first at {where[0]}" for what, where in sorted(found.items(), key=lambda kv: -len(kv[1]))]
 
 
+def _requests_as_deliveries(run_dir: Path, zk: ZooKeeperHistory) -> tuple[list[Delivery], list[Callback]]:
+    """A dispatcher run's subscriber log as deliveries (2xx answers) and injected failures (the
+    refused first attempts), each placed in its process by the fencing token it carried."""
+    pids: dict[tuple[str, int, int | None], int] = {}
+    for h in zk.holds:
+        session = zk.sessions.get(h.session)
+        pids[(h.topic, h.partition, h.epoch)] = session.pid if session is not None and session.pid is not None else -1
+    deliveries, failures = [], []
+    for r in read_requests(run_dir / "subscriber.log"):
+        pid = pids.get((r.topic, r.partition, r.epoch), -1)
+        if 200 <= r.status < 300:
+            deliveries.append(Delivery(pid, r.at, r.topic, r.partition, r.offset, r.id, r.seq, epoch=r.epoch))
+        else:
+            failures.append(Callback("R", pid, r.at, r.topic, r.partition, str(r.offset), r.seq, 1))
+    return deliveries, failures
+
+
 def judge(run_dir: Path) -> Report:
     info = json.loads((run_dir / "run.json").read_text())
     events = read_events(run_dir / "events.log")
     zk = replay(read_txn_logs(run_dir / "stack" / "zookeeper" / "data"), info["group"])
-    deliveries = _output_deliveries(run_dir, events.slices) if info["mode"] == "spark" else events.deliveries
+    callbacks = events.callbacks
+    if info["mode"] == "spark":
+        deliveries = _output_deliveries(run_dir, events.slices)
+    elif info["mode"] == "dispatcher":
+        deliveries, failures = _requests_as_deliveries(run_dir, zk)
+        callbacks = callbacks + failures
+    else:
+        deliveries = events.deliveries
+    session_timeout_s = float(info["session_timeout_s"])
     report = check(
         mode=info["mode"],
         topic=info["topic"],
         acked=read_acks(run_dir / "acks.tsv"),
         deliveries=deliveries,
-        callbacks=events.callbacks,
+        callbacks=callbacks,
         faults=read_faults(run_dir / "faults.json"),
         zk=zk,
-        session_timeout_s=float(info["session_timeout_s"]),
+        session_timeout_s=session_timeout_s,
+        guarantee=guarantee_for(info["mode"], info.get("guarantee") or {"session_timeout_s": session_timeout_s}),
     )
     if events.torn_lines:
         report.notes.append(f"{events.torn_lines} event log line(s) cut short (a process killed mid-write)")
@@ -99,6 +131,9 @@ def judge(run_dir: Path) -> Report:
         report.problems.append(f"{producer['without_report']} record(s) never got a delivery report")
     if producer.get("failed"):
         report.notes.append(f"{producer['failed']} record(s) failed to produce (not judged): {producer.get('failures')}")
+    recovering = (info.get("drain") or {}).get("recovering")
+    if recovering:
+        report.notes.append("recovery ranges left after the drain: " + ", ".join(f"[{p}] {n}" for p, n in sorted(recovering.items())))
     behind = (info.get("drain") or {}).get("behind")
     if behind:
         view = info.get("final_view") or {}

@@ -1,32 +1,40 @@
 """The soak's checker: every acknowledged event against what was delivered, committed and injected.
 
 In the spirit of Jepsen's Kafka checker, it judges a whole history after the fact, from records
-that do not depend on jetkafka telling the truth: the processors' append-only event log, the
-producer's acknowledgements, the fault schedule as executed, and ZooKeeper's own transaction log
-(:mod:`tests.soak.fencing`). A record is (partition, offset, id): a producer retry may write an
-id twice, and a broker that loses records may acknowledge one offset twice. It reports, each as
-a count with examples:
+that do not depend on jetkafka telling the truth: the processors' append-only event log (or, in
+a dispatcher run, the subscriber's log of requests), the producer's acknowledgements, the fault
+schedule as executed, and ZooKeeper's own transaction log (:mod:`tests.soak.fencing`). A record
+is (partition, offset, id): a producer retry may write an id twice, and a broker that loses
+records may acknowledge one offset twice. What the run's processing mode may lose or repeat is
+its :class:`~tests.soak.guarantee.Guarantee`. It reports, each as a count with examples:
 
 **lost**
     acknowledged records never delivered. Allowed only where ``docs/guarantees.md`` allows it:
     records deleted from the broker before anyone read them (an ``out_of_range`` fault, between
-    the committed offset at the deletion and the deletion point), records a forward reset
-    skipped on purpose, and records the broker itself lost (their offset acknowledged again for
-    another record: not jetkafka's doing, and noted). Every other one is a failure, told apart
-    as *skipped* (the group committed past it) or *stalled* (the partition never got that far).
+    the committed offset at the deletion and the deletion point, and what waited in a recovery
+    range below it), records a forward reset skipped on purpose, and records the broker itself
+    lost (their offset acknowledged again for another record: not jetkafka's doing, and noted).
+    ``no-duplication`` may also lose the batch its instance had committed before delivering
+    when that instance was lost (its session expired, and it wrote nothing more for the
+    partition), and a batch whose handler raised. Every other one is a failure, told apart as
+    *skipped* (the group committed past it) or *stalled* (the partition never got that far).
 **duplicated**
     every delivery of a record after its first, attributed to what made it happen, in this
-    order: a reset that moved the partition to it or below in between (allowed: the re-read is
-    what a reset is for); the committed offset lowered outside any reset (a failure); a delivery
-    by a process that did not hold the partition, such as a zombie's batch started after its
-    session expired (a failure); the server's expiry of the first deliverer's session, with the
-    offset committed neither at the expiry nor since (allowed for a SIGKILL, a zombie or a
-    ZooKeeper freeze past the session timeout in a plain run, never in a Spark run); otherwise
-    the fault around it (graceful leave, hot deploy, pause, a short ZooKeeper outage, an
-    injected processor failure, ...), where the guarantee is zero: a failure.
+    order: a reset that moved the partition to it or below in between, or while the record
+    waited in a recovery range (allowed: the re-read is what a reset is for); the committed
+    offset lowered outside any reset (a failure); a request sent under a hold that had ended (a
+    frozen dispatcher woken: allowed once per hold); a delivery by a process that did not hold
+    the partition, such as a zombie's batch started after its session expired (a failure); the
+    server's expiry of the first deliverer's session, with the record finished neither at the
+    expiry nor since (allowed after a SIGKILL, a zombie or a ZooKeeper freeze past the session
+    timeout in the at-least-once modes, within the mode's bound per partition: a span of
+    processing, a count of records after a crash, one recovery batch); otherwise the fault
+    around it (graceful leave, hot deploy, pause, a short ZooKeeper outage, an injected
+    processor failure, ...), where the guarantee is zero: a failure.
 **out of order**
     within one process's hold of a partition (one owner node's life, from the transaction log),
-    offsets must strictly increase, except across a backwards reset of that partition.
+    offsets must strictly increase, except across a backwards reset of that partition (recovery
+    batches and live ones are each in order).
 **foreign commits / offsets gone back**
     from :mod:`tests.soak.fencing`: offset writes by a session that did not own the partition at
     that zxid, and offsets lowered outside a reset's transaction.
@@ -35,189 +43,46 @@ a count with examples:
     created again for more than ``OWNERLESS_S`` while ZooKeeper served: a freed partition must be
     taken at once.
 
-Deliveries are attributed by wall-clock time; the processes, ZooKeeper and the schedule share
-one machine's clock. ``TOLERANCE_S`` absorbs the gap between a callback's timestamp and the
-server's millisecond timestamp of the transaction it raced with.
+A record counts as finished when the group committed past it and no recovery range holds it.
+Deliveries are placed in time by the wall clock (the processes, ZooKeeper and the schedule
+share one machine's clock), and in a hold by their fencing token when they carry one.
 """
 
 from __future__ import annotations
 
-import bisect
 from collections import Counter, defaultdict
-from collections.abc import Iterable
 from itertools import pairwise
 
 from tests.soak.fencing import Session, ZooKeeperHistory
+from tests.soak.guarantee import CRASH_KINDS, EXPIRY_KINDS, Guarantee, guarantee_for
 from tests.soak.history import Callback, Delivery, Fault
 from tests.soak.report import Cause, Finding, Report
+from tests.soak.timeline import TOLERANCE_S, Timeline
 
-TOLERANCE_S = 0.1
-# A fault's effects (a rebalance, a re-read) can show a few seconds after it ends.
-AFTERMATH_S = 15.0
-RESET_KINDS = frozenset({"reset_earliest", "reset_offset", "reset_time"})
-# Faults that end a session by expiry; a plain run's at-least-once delivery allows re-reading
-# the uncommitted part of what the expired instance held.
-EXPIRY_KINDS = frozenset({"kill", "zombie", "zk_expire"})
 # A freed partition must be taken again at once (guarantees: within about a second of a graceful
 # release); this much, with ZooKeeper serving, is a failure even on a loaded machine.
 OWNERLESS_S = 5.0
 ZOOKEEPER_OUTAGES = frozenset({"zk_disconnect", "zk_expire", "zk_restart"})
+# An allowance with a bound: the re-deliveries it covers are counted per group (a session and a
+# partition, or one hold) and judged together.
+Budget = tuple[str, int, int, str]
 
 
-class _Timeline:
-    """Faults, sessions and holds, indexed for the questions the attribution asks."""
-
-    def __init__(self, faults: list[Fault], callbacks: list[Callback], zk: ZooKeeperHistory, mode: str) -> None:
-        self.zk = zk
-        self.mode = mode
-        self.faults = sorted(faults, key=lambda f: f.start)
-        # Injected processor failures are faults too: each hit one partition of one process.
-        self.faults += [
-            Fault("processor_raise", c.at, c.at, [c.pid], [c.partition] if c.partition >= 0 else [], {"detail": c.detail})
-            for c in callbacks
-            if c.kind == "R"
-        ]
-        self.faults.sort(key=lambda f: f.start)
-        self._starts = [f.start for f in self.faults]
-        # Each partition a reset moved, as ZooKeeper applied it: (time, old, new, fault kind).
-        kind_of = {str(f.detail.get("id")): f.kind for f in self.faults if f.kind in RESET_KINDS}
-        self.resets: dict[int, list[tuple[float, int, int, str]]] = defaultdict(list)
-        for w in zk.writes:
-            if w.reset_id is not None and w.offset is not None and w.previous is not None:
-                self.resets[w.partition].append((w.time, w.previous, w.offset, kind_of.get(w.reset_id, "reset")))
-        self._sessions: dict[int, list[Session]] = defaultdict(list)
-        for s in zk.sessions.values():
-            if s.pid is not None and s.opened is not None:
-                self._sessions[s.pid].append(s)
-        for sessions in self._sessions.values():
-            sessions.sort(key=lambda s: s.opened or 0)
-        self._holds: dict[tuple[int, str, int], list[tuple[float, float, int]]] = defaultdict(list)
-        for h in zk.holds:
-            pid = zk.sessions[h.session].pid if h.session in zk.sessions else None
-            if pid is not None:
-                self._holds[(pid, h.topic, h.partition)].append((h.start, h.end if h.end is not None else float("inf"), h.start_zxid))
-        for holds in self._holds.values():
-            holds.sort()
-        # Offsets lowered outside any reset: (time, new offset, writer's pid) per partition.
-        self.rewinds: dict[int, list[tuple[float, int, int]]] = defaultdict(list)
-        for w in zk.backward_writes:
-            writer = zk.sessions.get(w.session)
-            self.rewinds[w.partition].append((w.time, w.offset or 0, writer.pid if writer and writer.pid else -1))
-
-    def session_at(self, pid: int, at: float) -> Session | None:
-        """The newest session the process had opened by ``at``."""
-        found = None
-        for s in self._sessions.get(pid, []):
-            if (s.opened or 0) <= at:
-                found = s
-        return found
-
-    def hold_at(self, pid: int, topic: str, partition: int, at: float) -> int | None:
-        """The start zxid of the process's hold of the partition that had begun by ``at``."""
-        found = None
-        for start, _end, zxid in self._holds.get((pid, topic, partition), []):
-            if start <= at:
-                found = zxid
-        return found
-
-    def held(self, pid: int, topic: str, partition: int, at: float) -> bool:
-        return any(
-            start - TOLERANCE_S <= at <= end + TOLERANCE_S for start, end, _ in self._holds.get((pid, topic, partition), [])
-        )
-
-    def reset_covering(self, partition: int, offset: int, after: float, before: float) -> str | None:
-        """The kind of a reset of ``partition`` to ``offset`` or below, applied between two times.
-
-        Such a reset re-reads ``offset`` on purpose, whether it was committed (below the reset's
-        old offset) or only delivered (a commit still on its way when the reset was applied).
-        """
-        for at, _old, new, kind in self.resets.get(partition, []):
-            if new <= offset and after - TOLERANCE_S <= at <= before + TOLERANCE_S:
-                return kind
-        return None
-
-    def rewound(self, partition: int, offset: int, after: float, before: float) -> tuple[float, int] | None:
-        """``(time, writer pid)`` of a lowering of the partition's offset to ``offset`` or below,
-        outside a reset, in between; None if there was none."""
-        for at, new, pid in self.rewinds.get(partition, []):
-            if new <= offset and after - TOLERANCE_S <= at <= before + TOLERANCE_S:
-                return at, pid
-        return None
-
-    def stalled_after(self, topic: str, partition: int) -> Fault | None:
-        """Where to look when a partition stalled: the latest fault that touched its last holder
-        (or the partition itself) before its last progress, a take-over or an offset that moved."""
-        holds = [h for h in self.zk.holds if (h.topic, h.partition) == (topic, partition)]
-        if not holds:
-            return None
-        last = max(holds, key=lambda h: h.start)
-        holder = self.zk.sessions.get(last.session)
-        pid = holder.pid if holder is not None and holder.pid is not None else -1
-        moves = [w.time for w in self.zk.writes if (w.topic, w.partition) == (topic, partition) and w.offset != w.previous]
-        progress = max([last.start, *moves])
-        candidates = [
-            f for f in self.faults
-            if f.kind != "processor_raise"
-            and f.start <= progress + AFTERMATH_S
-            and (partition in f.partitions if f.partitions else pid in f.pids)
-        ]
-        return candidates[-1] if candidates else None
-
-    def reset_skipping(self, partition: int, offset: int) -> str | None:
-        """The kind of a forward reset of ``partition`` that jumped over ``offset``."""
-        for _at, old, new, kind in self.resets.get(partition, []):
-            if old <= offset < new:
-                return kind
-        return None
-
-    def fault_for_expiry(self, pid: int, closed: float, timeout: float) -> Fault | None:
-        candidates = [
-            f for f in self.faults
-            if pid in f.pids and f.start - TOLERANCE_S <= closed <= f.end + timeout + AFTERMATH_S and f.kind != "processor_raise"
-        ]
-        return candidates[-1] if candidates else None
-
-    def context(self, d: Delivery, pids: Iterable[int], scheduled_only: bool = False) -> Fault | None:
-        """The fault a re-delivery ``d`` happened under.
-
-        An injected failure of the same process and partition a moment before comes first (its
-        retry is the likely culprit); otherwise the latest scheduled fault that touched these
-        processes or this partition and ended less than ``AFTERMATH_S`` before.
-        """
-        pids = set(pids)
-        i = bisect.bisect_right(self._starts, d.at + TOLERANCE_S)
-        scheduled = None
-        for f in reversed(self.faults[:i]):
-            if f.start < d.at - 300:
-                break
-            if f.kind == "processor_raise":
-                if not scheduled_only and d.pid in f.pids and (not f.partitions or d.partition in f.partitions) and d.at - f.start <= 5.0:
-                    return f
-                continue
-            if scheduled is None and d.at <= f.end + AFTERMATH_S and (pids & set(f.pids) or d.partition in f.partitions):
-                scheduled = f
-        return scheduled
-
-
-def _expiry_kind(t: _Timeline, session: Session, timeout: float) -> str:
-    fault = t.fault_for_expiry(session.pid or -1, session.closed or 0, timeout)
-    return fault.kind if fault is not None else "unscheduled session expiry"
-
-
-def _explain(first: Delivery, again: Delivery, t: _Timeline, timeout: float) -> Cause:
-    """Why ``again`` delivered the record ``first`` had delivered already.
+def _explain(first: Delivery, again: Delivery, t: Timeline, g: Guarantee, timeout: float) -> tuple[Cause, Budget | None]:
+    """Why ``again`` delivered the record ``first`` had delivered already, and the bounded
+    allowance it draws on (None when it draws on none).
 
     In order: a reset that moved the partition to the record or below in between (allowed); the
-    partition's offset lowered outside a reset in between; ``again`` delivered by a process that
-    did not hold the partition then; ``first`` delivered by a process whose session the server
-    expired afterwards, with the offset committed neither at the expiry nor since (allowed for
-    at-least-once delivery: the crashed or frozen instance's uncommitted batches); otherwise what
-    happened to the partition, named after the fault around ``again``.
+    partition's offset lowered outside a reset in between; a request sent under a hold that had
+    ended; ``again`` delivered by a process that did not hold the partition then; ``first``
+    delivered by a process whose session the server expired afterwards, with the record
+    finished neither at the expiry nor since (the mode's allowance for a lost instance);
+    otherwise what happened to the partition, named after the fault around ``again``.
     """
     p, o, topic = first.partition, first.offset, first.topic
-    reset = t.reset_covering(p, o, first.at, again.at)
+    reset = t.reset_covering(topic, p, o, first.at, again.at)
     if reset is not None:
-        return Cause(reset, "re-read on purpose by a backwards reset", True)
+        return Cause(reset, "re-read on purpose by a backwards reset", True), None
 
     def around() -> str:
         fault = t.context(again, (first.pid, again.pid))
@@ -227,49 +92,113 @@ def _explain(first: Delivery, again: Delivery, t: _Timeline, timeout: float) -> 
     if rewind is not None:
         at, pid = rewind
         fault = t.context(Delivery(pid, at, topic, p, o, first.id, -1), (pid,), scheduled_only=True)
-        return Cause(fault.kind if fault else "unattributed", "re-read after the committed offset went back outside any reset", False)
-    late = t.session_at(again.pid, again.at)
-    if not t.held(again.pid, topic, p, again.at):
+        return Cause(fault.kind if fault else "unattributed", "re-read after the committed offset went back outside any reset", False), None
+    for d in (first, again):
+        stale = t.stale_hold(d)
+        if stale is not None:
+            owner = t.zk.sessions.get(stale.session)
+            kind = t.expiry_kind(owner, timeout) if owner is not None and owner.expired else around()
+            allowed = g.stale_sends_per_hold > 0 and kind == "zombie"
+            budget = ("stale", stale.session, p, str(stale.start_zxid)) if allowed else None
+            return Cause(kind, "sent under a hold that had ended: the record in flight when the instance froze", allowed), budget
+    if not t.held(again):
+        late = t.session_at(again.pid, again.at)
         if late is not None and late.expired and late.closed is not None and late.closed < again.at - TOLERANCE_S:
-            return Cause(_expiry_kind(t, late, timeout), "batch started after the instance's session had expired", False)
-        return Cause(around(), "delivered by an instance that did not hold the partition", False)
+            return Cause(t.expiry_kind(late, timeout), "batch started after the instance's session had expired", False), None
+        return Cause(around(), "delivered by an instance that did not hold the partition", False), None
     session = t.session_at(first.pid, first.at)
     if session is not None and session.expired and session.closed is not None:
-        kind = _expiry_kind(t, session, timeout)
+        kind = t.expiry_kind(session, timeout)
         if first.at > session.closed + TOLERANCE_S:
-            return Cause(kind, "batch started after the instance's session had expired", False)
+            return Cause(kind, "batch started after the instance's session had expired", False), None
         if again.at >= session.closed - TOLERANCE_S:
-            committed = t.zk.committed_at(topic, p, session.closed)
-            if committed is not None and o < committed:
-                return Cause(kind, "re-read below the offset committed before the expiry", False)
-            # Nobody may have committed past it since: the re-read must come from the expiry.
-            if (t.zk.committed_at(topic, p, again.at) or -1) <= o:
-                allowed = t.mode == "batch" and kind in EXPIRY_KINDS
-                why = "uncommitted batches of an expired session" if allowed else "re-delivered after a session expiry"
-                return Cause(kind, why, allowed)
-    if not t.held(first.pid, topic, p, first.at):
-        return Cause(around(), "first delivered by an instance that did not hold the partition", False)
-    if (t.zk.committed_at(topic, p, again.at) or -1) > o:
-        return Cause(around(), "re-read below the committed offset", False)
-    if first.pid == again.pid and t.hold_at(first.pid, topic, p, first.at) == t.hold_at(again.pid, topic, p, again.at):
-        return Cause(around(), "delivered twice within one hold", False)
-    return Cause(around(), "handed over without committing what was delivered", False)
+            if t.done(topic, p, o, session.closed):
+                return Cause(kind, "re-read below the offset committed before the expiry", False), None
+            # Nobody may have finished it since: the re-read must come from the expiry.
+            if not t.done(topic, p, o, again.at):
+                return _after_expiry(first, kind, session, g)
+    if not t.held(first):
+        return Cause(around(), "first delivered by an instance that did not hold the partition", False), None
+    if t.done(topic, p, o, again.at):
+        return Cause(around(), "re-read below the committed offset", False), None
+    if first.pid == again.pid and t.hold_of(first) == t.hold_of(again):
+        return Cause(around(), "delivered twice within one hold", False), None
+    return Cause(around(), "handed over without committing what was delivered", False), None
 
 
-def _lost_cause(partition: int, offset: int, t: _Timeline, topic: str) -> Cause:
+def _after_expiry(first: Delivery, kind: str, session: Session, g: Guarantee) -> tuple[Cause, Budget | None]:
+    """What the mode allows of a record the expired ``session`` delivered and nobody finished."""
+    if not (g.redelivers_after_expiry and kind in EXPIRY_KINDS):
+        return Cause(kind, "re-delivered after a session expiry", False), None
+    if first.recovery:
+        return Cause(kind, "the recovery batch in hand of an expired session", True), ("recovery", session.id, first.partition, kind)
+    return Cause(kind, "uncommitted batches of an expired session", True), ("expiry", session.id, first.partition, kind)
+
+
+_OVER = {
+    "expiry": "more re-delivered after the expiry than the mode allows",
+    "recovery": "more than one recovery batch re-processed after the expiry",
+    "stale": "more than the record in flight sent after the hold ended",
+}
+
+
+def _over_budget(kind: str, group: Budget, firsts: list[Delivery], g: Guarantee) -> str | None:
+    """Why a group of re-deliveries exceeds its bound, or None if it is within it."""
+    what, _session, partition, _ = group
+    records = len({d.offset for d in firsts})
+    span = max(d.at for d in firsts) - min(d.at for d in firsts)
+    where = f"session 0x{group[1]:x} [{partition}]: {records} record(s) first delivered over {span:.2f} s"
+    if what == "stale" and records > g.stale_sends_per_hold:
+        return f"{where}; at most {g.stale_sends_per_hold} per hold"
+    if what == "recovery" and g.recovery_batch is not None and records > g.recovery_batch:
+        return f"{where}; at most one recovery batch ({g.recovery_batch})"
+    if what == "expiry":
+        if g.redelivery_records_after_crash is not None and kind in CRASH_KINDS:
+            if records > g.redelivery_records_after_crash:
+                return f"{where}; after a {kind} at most the batch in flight ({g.redelivery_records_after_crash})"
+        elif span > g.redelivery_span_s:
+            return (
+                f"{where}; at most {g.redelivery_window_s:g} s of processing plus a round trip "
+                f"({g.round_trip_s:g} s) and {g.redelivery_span_s - g.redelivery_window_s - g.round_trip_s:g} s of slack"
+            )
+    return None
+
+
+def _lost_cause(partition: int, offset: int, t: Timeline, topic: str, g: Guarantee, timeout: float) -> Cause:
     for f in t.faults:
         if f.kind == "out_of_range" and partition in f.partitions:
             low, high = f.detail.get("committed", 0), f.detail.get("deleted_below", 0)
-            if low <= offset < high:
+            if offset < high and (low <= offset or t.zk.in_ranges(topic, partition, offset, f.start, f.end)):
                 return Cause("out_of_range", "deleted from the broker before anyone read it", True)
     reset = t.reset_skipping(partition, offset)
     if reset is not None:
         return Cause(reset, "skipped on purpose by a forward reset", True)
-    final = t.zk.committed_at(topic, partition, float("inf"))
-    if final is not None and final > offset:
+    if g.loses_failed_batch and t.failure_covering(partition, offset) is not None:
+        return Cause("processor_raise", "its handler raised and the batch, committed already, is not retried", True)
+    if g.loses_batch_in_hand:
+        cause = _lost_in_hand(partition, offset, t, topic, timeout)
+        if cause is not None:
+            return cause
+    if t.done(topic, partition, offset, float("inf")):
         return Cause("unattributed", "skipped: the group committed past it", False)
     stuck = t.stalled_after(topic, partition)
     return Cause(stuck.kind if stuck else "unattributed", "stalled: the partition never got this far", False)
+
+
+def _lost_in_hand(partition: int, offset: int, t: Timeline, topic: str, timeout: float) -> Cause | None:
+    """At most once: the commit that went past ``offset`` was its writer's last for the
+    partition, and the writer's session then expired: the batch was in hand when it was lost."""
+    writes = [w for w in t.zk.writes if (w.topic, w.partition) == (topic, partition)]
+    covering = next((w for w in writes if w.previous is not None and w.offset is not None and w.previous <= offset < w.offset), None)
+    if covering is None:
+        return None
+    session = t.zk.sessions.get(covering.session)
+    later = any(w.session == covering.session and w.zxid > covering.zxid for w in writes)
+    if session is None or not session.expired or later:
+        return Cause("unattributed", "committed before delivery, and never delivered", False)
+    kind = t.expiry_kind(session, timeout)
+    allowed = kind in EXPIRY_KINDS
+    return Cause(kind, "committed before delivery; the instance was lost with the batch in hand", allowed)
 
 
 def check(
@@ -282,9 +211,12 @@ def check(
     faults: list[Fault],
     zk: ZooKeeperHistory,
     session_timeout_s: float,
+    guarantee: Guarantee | None = None,
 ) -> Report:
-    """Judge one run. ``mode`` is ``"batch"`` (at-least-once) or ``"spark"`` (exactly-once output)."""
-    t = _Timeline(faults, callbacks, zk, mode)
+    """Judge one run of ``mode`` (see :mod:`tests.soak.guarantee`) against its guarantee
+    (by default the mode's, with this session timeout and the other parameters' defaults)."""
+    g = guarantee or guarantee_for(mode, {"session_timeout_s": session_timeout_s})
+    t = Timeline(faults, callbacks, zk)
     notes: list[str] = []
     # A record is (partition, offset, id). A producer retry through a broker restart may write one
     # id twice, at two offsets: two records, each to be delivered once. A broker that loses
@@ -308,7 +240,7 @@ def check(
             broker_lost += 1
             cause = Cause("broker_restart", "the broker acknowledged it, then gave its offset to another record", True)
         else:
-            cause = _lost_cause(p, o, t, topic)
+            cause = _lost_cause(p, o, t, topic, g, session_timeout_s)
         lost[cause].add(f"id {ident} at {topic}[{p}] offset {o}")
     reused = sum(len(ids) - 1 for ids in ids_at.values() if len(ids) > 1)
     if reused:
@@ -317,16 +249,38 @@ def check(
             f"(a defect of the dev broker, not of jetkafka); {broker_lost} of those lost records were never delivered"
         )
     duplicated: dict[Cause, Finding] = defaultdict(Finding)
+    budgets: dict[Budget, list[tuple[Cause, Delivery, str]]] = defaultdict(list)
     for (p, o, _ident), ds in by_record.items():
         if len(ds) < 2:
             continue
         ds.sort(key=lambda d: (d.at, d.seq))
         for first, again in pairwise(ds):
-            cause = _explain(first, again, t, session_timeout_s)
-            duplicated[cause].add(
-                f"id {first.id} {topic}[{p}]@{o}: pid {first.pid} at {first.at:.3f}, again pid {again.pid} at {again.at:.3f}"
-            )
+            cause, budget = _explain(first, again, t, g, session_timeout_s)
+            example = f"id {first.id} {topic}[{p}]@{o}: pid {first.pid} at {first.at:.3f}, again pid {again.pid} at {again.at:.3f}"
+            if budget is not None:
+                budgets[budget].append((cause, first, example))
+            else:
+                duplicated[cause].add(example)
+    largest: dict[tuple[str, str], tuple[int, float, Budget]] = {}
+    for budget, entries in budgets.items():
+        firsts = [first for _c, first, _e in entries]
+        size = (len({d.offset for d in firsts}), max(d.at for d in firsts) - min(d.at for d in firsts), budget)
+        which = (budget[0], entries[0][0].fault)
+        if size[:2] > largest.get(which, (0, 0.0, budget))[:2]:
+            largest[which] = size
+        over = _over_budget(entries[0][0].fault, budget, firsts, g)
+        for i, (cause, _first, example) in enumerate(entries):
+            if over is None:
+                duplicated[cause].add(example)
+                continue
+            finding = duplicated[Cause(cause.fault, _OVER[budget[0]], False)]
+            finding.add(over if i == 0 else example)
 
+    for (what, kind), (records, span, budget) in sorted(largest.items()):
+        notes.append(
+            f"largest {what} allowance drawn after {kind}: {records} record(s) of one partition first delivered "
+            f"over {span:.2f} s (session 0x{budget[1]:x}, [{budget[2]}])"
+        )
     # Offsets the broker gave out twice: it had lost the first records there (its log lost its
     # tail), and jetkafka's out-of-range policy then goes on at the new end, below the committed
     # offset. A rewind over such offsets only is that policy at work, not a violation.
@@ -337,12 +291,12 @@ def check(
 
     rewinds_after_truncation = 0
     out_of_order = Finding()
-    if mode == "batch":
-        last: dict[tuple[int, int, int | None], Delivery] = {}
+    if g.checks_order:
+        last: dict[tuple[int, int, int | None, bool], Delivery] = {}
         for d in sorted(deliveries, key=lambda d: d.seq):
-            key = (d.pid, d.partition, t.hold_at(d.pid, d.topic, d.partition, d.at))
+            key = (d.pid, d.partition, t.hold_of(d), d.recovery)
             prev = last.get(key)
-            if prev is not None and d.offset <= prev.offset and t.reset_covering(d.partition, d.offset, prev.at, d.at) is None:
+            if prev is not None and d.offset <= prev.offset and t.reset_covering(d.topic, d.partition, d.offset, prev.at, d.at) is None:
                 if truncated(d.partition, d.offset, prev.offset):
                     rewinds_after_truncation += 1
                 else:
@@ -390,6 +344,8 @@ def check(
         "zookeeper_transactions": zk.transactions,
         "offset_writes": len(zk.writes),
     }
+    if any(d.recovery for d in deliveries):
+        events["recovery_deliveries"] = sum(1 for d in deliveries if d.recovery)
     kinds = Counter(f.kind for f in t.faults)
     return Report(
         mode, events, dict(sorted(kinds.items())), dict(lost), dict(duplicated), out_of_order, foreign, back, expired,
@@ -397,7 +353,7 @@ def check(
     )
 
 
-def _ownerless(t: _Timeline, zk: ZooKeeperHistory) -> Finding:
+def _ownerless(t: Timeline, zk: ZooKeeperHistory) -> Finding:
     """Partitions left without an owner for more than ``OWNERLESS_S`` while ZooKeeper served.
 
     The time between one owner node's end (release, close or expiry) and the next one's

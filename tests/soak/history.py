@@ -3,7 +3,8 @@
 A run directory holds:
 
 ``events.log``
-    every delivery and callback of every process (:mod:`tests.soak.recorder`);
+    every delivery and callback of every process (:mod:`tests.soak.recorder`); a delivery of
+    a recovery batch ends with ``r``;
 ``acks.tsv``
     ``id<TAB>partition<TAB>offset`` for every record the broker acknowledged;
 ``faults.json``
@@ -14,7 +15,10 @@ A run directory holds:
 ``zookeeper/``
     the ZooKeeper server's data directory, whose transaction log the checker replays;
 ``output/`` (Spark runs)
-    the Parquet output, one row per event written.
+    the Parquet output, one row per event written;
+``subscriber.log`` (dispatcher runs)
+    every request the run's HTTP subscriber received (:mod:`tests.soak.subscriber`): the
+    delivery log of a dispatcher run, where the event log holds nothing.
 
 Nothing here interprets the data: that is :mod:`tests.soak.checker`'s work.
 """
@@ -38,6 +42,10 @@ class Delivery:
     offset: int
     id: int
     seq: int  # position in the event log: the order one process delivered in
+    recovery: bool = False  # a recovery batch's event (``recovery.max_partition_lag``)
+    # The fencing token it was sent under, when the delivery says (a dispatcher's request
+    # carries ``jetkafkaepoch``); None when only the time tells the hold.
+    epoch: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +55,9 @@ class Callback:
     at: float
     topic: str
     partition: int
-    detail: str
+    detail: str  # "R": the first offset of the failed batch (Spark: the batch id)
     seq: int
+    count: int = 0  # "R": the events of the failed batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,15 +120,48 @@ def read_events(path: str | Path) -> EventLog:
             try:
                 kind, pid, at = fields[0], int(fields[1]), float(fields[2])
                 if kind == "D":
+                    recovery = len(fields) > 7 and fields[7] == "r"
                     out.deliveries.append(
-                        Delivery(pid, at, fields[3], int(fields[4]), int(fields[5]), int(fields[6]), seq)
+                        Delivery(pid, at, fields[3], int(fields[4]), int(fields[5]), int(fields[6]), seq, recovery)
                     )
                 elif kind == "S":
                     out.slices.append(Slice(pid, at, int(fields[3]), fields[4], *map(int, fields[5:9])))
                 else:
-                    out.callbacks.append(Callback(kind, pid, at, fields[3], int(fields[4]), fields[5], seq))
+                    count = int(fields[6]) if kind == "R" and len(fields) > 6 else 0
+                    out.callbacks.append(Callback(kind, pid, at, fields[3], int(fields[4]), fields[5], seq, count))
             except (ValueError, IndexError, TypeError):
                 out.torn_lines += 1
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A dispatcher's request as the soak's subscriber received it (``subscriber.log``)."""
+
+    at: float
+    topic: str
+    partition: int
+    offset: int
+    id: int
+    epoch: int | None  # ``jetkafkaepoch``: the fencing token of the hold that sent it
+    status: int  # what the subscriber answered: 2xx delivered, 503 an injected failure
+    seq: int
+
+
+def read_requests(path: str | Path) -> list[Request]:
+    """Every complete line of a subscriber log: ``H <time> <topic> <partition> <offset> <id> <epoch> <status>``."""
+    out: list[Request] = []
+    try:
+        f = open(path, encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return out
+    with f:
+        for seq, line in enumerate(f):
+            fields = line.split()
+            if not line.endswith("\n") or len(fields) != 8 or fields[0] != "H":
+                continue
+            epoch = None if fields[6] == "-" else int(fields[6])
+            out.append(Request(float(fields[1]), fields[2], int(fields[3]), int(fields[4]), int(fields[5]), epoch, int(fields[7]), seq))
     return out
 
 

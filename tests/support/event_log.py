@@ -3,6 +3,7 @@
 Lines (space separated, one ``os.write`` per callback, appended by every process of a test)::
 
     D <pid> <time> <topic> <partition> <offset> <id>     one per delivered event, before the commit
+                                                          (then `` r`` for a recovery batch's event)
     T <pid> <time> <topic> <partition> <head offset>    on_stream_termination (a graceful release)
     X <pid> <time> <topic> <partition> <error class>    on_exception (e.g. PartitionLost)
 
@@ -41,9 +42,10 @@ class EventLogRecorder(BatchEventProcessor):
 
     def on_next_batch(self, source: PartitionSource, events: EventBatch) -> BatchResponse:
         now = time.time()
+        tail = " r\n" if events.recovery else "\n"
         self._write(
             "".join(
-                f"D {self._pid} {now:.6f} {e.topic} {e.partition} {e.offset} {(e.value or b'').decode()}\n"
+                f"D {self._pid} {now:.6f} {e.topic} {e.partition} {e.offset} {(e.value or b'').decode()}{tail}"
                 for e in events
             )
         )

@@ -1,0 +1,113 @@
+"""What ``docs/guarantees.md`` allows each processing mode, in the terms the checker judges.
+
+Every mode promises the same about order, fencing and ownership; they differ in what a lost
+instance (SIGKILL, SIGSTOP past the session timeout, ZooKeeper frozen past it) and a failing
+processor may cost. :class:`Guarantee` holds exactly those differences; :func:`guarantee_for`
+builds it from a run's parameters, so a bound follows the configuration the run used:
+
+============================  =================================================================
+mode                          after a lost instance, per partition it held
+============================  =================================================================
+``batch``                     (``advance()`` per batch) the batches processed since its last
+                              commit landed come again: ``commit_interval_ms`` of processing
+                              plus one ZooKeeper round trip (while ZooKeeper does not answer,
+                              up to the local lease: the session timeout)
+``simple-every-batch``        the same
+``simple-periodic``           the same with ``interval_ms`` in place of ``commit_interval_ms``
+``simple-no-duplication``     nothing comes again; the one batch it had committed before
+                              delivering may be lost, and so is a batch whose handler raised
+``dispatcher``                SIGKILL or SIGSTOP: the records finished since the last commit,
+                              at most the batch in flight (``batch_max_events``); ZooKeeper
+                              frozen: as ``batch``. A frozen-then-woken instance sends at most
+                              the one record it was sending when it froze (an old token)
+``recovery``                  live batches as ``batch``; of recovery batches at most one batch
+                              (``recovery.batch_max_events``) comes again
+``spark``                     nothing: the output is exactly once
+============================  =================================================================
+
+Everything else is zero in every mode: a join, a graceful leave, a hot deploy, a pause, a
+ZooKeeper outage shorter than the session, a broker restart and (in the at-least-once modes) a
+processor that raises neither lose nor repeat an event. Resets re-read and skip on purpose in
+every mode, and records deleted unread by the broker are gone in every mode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+MODES = (
+    "batch",
+    "simple-every-batch",
+    "simple-periodic",
+    "simple-no-duplication",
+    "dispatcher",
+    "recovery",
+    "spark",
+)
+# The faults after which a session ends by expiry (the server's, not the client's close).
+CRASH_KINDS = frozenset({"kill", "zombie"})
+EXPIRY_KINDS = frozenset({"kill", "zombie", "zk_expire"})
+# Added to every time bound: the processes, ZooKeeper and the checker share a loaded machine.
+SLACK_S = 1.0
+
+
+@dataclass(frozen=True)
+class Guarantee:
+    mode: str
+    # At least once: what a lost instance had processed and not committed comes again.
+    redelivers_after_expiry: bool = True
+    # Per partition: how much processing may come again, as the span of time over which it was
+    # first delivered (the commit window plus a round trip), and as a count of records after a
+    # crash (None: no count bound).
+    redelivery_window_s: float = 0.1
+    round_trip_s: float = 10.0
+    redelivery_records_after_crash: int | None = None
+    # Recovery: records of one recovery batch per partition may come again after an expiry.
+    recovery_batch: int | None = None
+    # At most once: the batch committed before delivery is lost with its instance; a batch
+    # whose handler raised is not retried.
+    loses_batch_in_hand: bool = False
+    loses_failed_batch: bool = False
+    # A frozen-then-woken instance's sends under a hold that had ended, per hold.
+    stale_sends_per_hold: int = 0
+    # Deliveries are what the processes did (False: rows of an output, whose order is free).
+    checks_order: bool = True
+
+    @property
+    def redelivery_span_s(self) -> float:
+        return self.redelivery_window_s + self.round_trip_s + SLACK_S
+
+
+def guarantee_for(mode: str, params: dict[str, Any] | None = None) -> Guarantee:
+    """The guarantee of ``mode`` under a run's parameters (``run.json``; defaults otherwise).
+
+    ``params`` may hold ``session_timeout_s``, ``commit_interval_ms``, ``interval_ms`` (the
+    periodic mode's), ``batch_max_events`` and ``recovery_batch_max_events``.
+    """
+    p = params or {}
+    session = float(p.get("session_timeout_s", 10.0))
+    commit_window = float(p.get("commit_interval_ms", 100)) / 1000
+    base = Guarantee(mode, redelivery_window_s=commit_window, round_trip_s=session)
+    if mode in ("batch", "simple-every-batch"):
+        return base
+    if mode == "simple-periodic":
+        return Guarantee(mode, redelivery_window_s=commit_window + float(p.get("interval_ms", 5000)) / 1000, round_trip_s=session)
+    if mode == "simple-no-duplication":
+        return Guarantee(mode, redelivers_after_expiry=False, loses_batch_in_hand=True, loses_failed_batch=True)
+    if mode == "dispatcher":
+        return Guarantee(
+            mode,
+            redelivery_window_s=commit_window,
+            round_trip_s=session,
+            redelivery_records_after_crash=int(p.get("batch_max_events", 200)),
+            stale_sends_per_hold=1,
+        )
+    if mode == "recovery":
+        return Guarantee(
+            mode, redelivery_window_s=commit_window, round_trip_s=session,
+            recovery_batch=int(p.get("recovery_batch_max_events", 500)),
+        )
+    if mode == "spark":
+        return Guarantee(mode, redelivers_after_expiry=False, checks_order=False)
+    raise ValueError(f"unknown soak mode {mode!r}; one of {', '.join(MODES)}")
