@@ -28,7 +28,9 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
+from jetkafka.coordination.paths import GroupPaths
 from jetkafka.devstack import DevStack, LocalBroker, ServerProcess, ZooKeeperServer, client_config
+from jetkafka.recovery.ledger import RecoveryLedger
 from jetkafka.errors import DevStackError
 from tests.support.group_watch import committed, consumer_pids, owners
 
@@ -167,6 +169,16 @@ class SoakCluster:
                 if time.monotonic() > deadline:
                     raise AssertionError(f"ZooKeeper unreadable for {timeout} s: {exc}") from exc
                 time.sleep(0.5)
+
+    def recovery_remaining(self, chroot: str, group: str, topic: str) -> dict[int, int]:
+        """Offsets left in each partition's recovery ranges, for partitions that have any."""
+
+        def remaining(zk: KazooClient) -> dict[int, int]:
+            ledger = RecoveryLedger(zk, GroupPaths(group), "soak-observer")
+            left = {p: ledger.read(topic, p).record.remaining for p in ledger.partitions(topic)}
+            return {p: n for p, n in left.items() if n}
+
+        return self.read(remaining, chroot)
 
     def group_view(self, chroot: str, group: str, topic: str) -> dict[str, Any]:
         """Registered pids by consumer id, owners and committed offsets, read now."""

@@ -37,6 +37,26 @@ from tests.support.processes import Member
 log = logging.getLogger("soak.faults")
 
 
+Span = tuple[float, float]  # a duration or an amount drawn uniformly from [low, high]
+
+
+@dataclass(frozen=True)
+class FaultTiming:
+    """How long and how far each fault goes; the soak draws from wide spans, the matrix from
+    narrow ones (a short run, every fault once)."""
+
+    zombie_past_session_s: Span = (2.0, 5.0)  # frozen for the session timeout plus this
+    expire_past_session_s: Span = (3.0, 6.0)  # ZooKeeper frozen for the session timeout plus this
+    disconnect_s: Span | None = None  # ZooKeeper frozen for this (default: 1.5 s to a third of the session)
+    broker_down_s: Span = (1.0, 4.0)
+    paused_s: Span = (3.0, 8.0)
+    # out_of_range: production goes on this long with the owner paused, so the deletion point
+    # lies beyond everything it fetched.
+    out_of_range_wait_s: Span = (6.0, 10.0)
+    reset_back_records: tuple[int, int] = (300, 3000)  # reset_offset: this far below the committed offset
+    reset_ago_s: Span = (10.0, 40.0)  # reset_time: to this long ago
+
+
 @dataclass(frozen=True)
 class Settings:
     topic: str
@@ -47,6 +67,7 @@ class Settings:
     min_members: int = 3
     max_members: int = 5
     join_timeout_s: float = 90.0
+    timing: FaultTiming = FaultTiming()
 
 
 class Chaos:
@@ -134,7 +155,7 @@ class Chaos:
     def zombie(self, fault: Fault) -> None:
         member = self._pick()
         fault.pids, fault.detail["member"] = [member.pid], member.name
-        frozen_s = self.s.session_timeout_s + self.rng.uniform(2, 5)
+        frozen_s = self.s.session_timeout_s + self.rng.uniform(*self.s.timing.zombie_past_session_s)
         self.pool.freeze(member)
         try:
             time.sleep(frozen_s)
@@ -146,13 +167,13 @@ class Chaos:
 
     def zk_disconnect(self, fault: Fault) -> None:
         fault.pids = self._all_pids()
-        frozen_s = self.rng.uniform(1.5, self.s.session_timeout_s / 3)
+        frozen_s = self.rng.uniform(*(self.s.timing.disconnect_s or (1.5, self.s.session_timeout_s / 3)))
         fault.start, fault.end = self.cluster.freeze_zookeeper(frozen_s)
         fault.detail["frozen_s"] = round(frozen_s, 1)
 
     def zk_expire(self, fault: Fault) -> None:
         fault.pids = self._all_pids()
-        frozen_s = self.s.session_timeout_s + self.rng.uniform(3, 6)
+        frozen_s = self.s.session_timeout_s + self.rng.uniform(*self.s.timing.expire_past_session_s)
         fault.start, fault.end = self.cluster.freeze_zookeeper(frozen_s)
         fault.detail["frozen_s"] = round(frozen_s, 1)
 
@@ -162,15 +183,17 @@ class Chaos:
 
     def broker_restart(self, fault: Fault) -> None:
         fault.pids = self._all_pids()
-        fault.detail["down_s"] = round(self.cluster.restart_broker(self.rng.uniform(1, 4)), 1)
+        fault.detail["down_s"] = round(self.cluster.restart_broker(self.rng.uniform(*self.s.timing.broker_down_s)), 1)
 
     # -- hot deploy -------------------------------------------------------------------------------
 
-    def _deploy(self, fault: Fault, key: str, values: tuple[Any, Any], wanted: str) -> None:
+    def _deploy(self, fault: Fault, key: str, wanted: str) -> None:
+        """Toggle ``channel.<key>`` of one member between the run's value and three quarters of it."""
         member = self._pick()
         fault.pids, fault.detail["member"] = [member.pid], member.name
-        current = self.pool.configs[member.name]["channel"].get(key, values[0])
-        new = values[1] if current == values[0] else values[0]
+        original = self.pool.template["channel"][key]
+        current = self.pool.configs[member.name]["channel"].get(key, original)
+        new = max(1, original * 3 // 4) if current == original else original
         seen = member.log().count(f"changed: {wanted}")
         self.pool.rewrite(member, "channel", key, new)
         fault.detail["change"] = f"channel.{key}: {current} -> {new}"
@@ -182,16 +205,16 @@ class Chaos:
             time.sleep(0.2)
 
     def deploy_in_place(self, fault: Fault) -> None:
-        self._deploy(fault, "batch_max_events", (200, 150), "in-place")
+        self._deploy(fault, "batch_max_events", "in-place")
 
     def deploy_resubscribe(self, fault: Fault) -> None:
-        self._deploy(fault, "threads", (4, 3), "resubscribe")
+        self._deploy(fault, "threads", "resubscribe")
 
     # -- operator commands ------------------------------------------------------------------------
 
     def pause_group(self, fault: Fault) -> None:
         fault.pids = self._all_pids()
-        paused_s = self.rng.uniform(3, 8)
+        paused_s = self.rng.uniform(*self.s.timing.paused_s)
         fault.detail["pause_exit"] = self._command("pause", "--reason", "soak")[0]
         time.sleep(paused_s)
         fault.detail["resume_exit"] = self._command("resume")[0]
@@ -204,7 +227,7 @@ class Chaos:
         if cid is None:
             fault.detail["error"] = "the member is not registered"
             return
-        paused_s = self.rng.uniform(3, 8)
+        paused_s = self.rng.uniform(*self.s.timing.paused_s)
         fault.detail["pause_exit"] = self._command("pause", "--instance", cid, "--reason", "soak")[0]
         time.sleep(paused_s)
         fault.detail["resume_exit"] = self._command("resume", "--instance", cid)[0]
@@ -240,10 +263,10 @@ class Chaos:
         p = self.rng.randrange(self.s.partitions)
         committed = self.view()["committed"].get(p, 0)
         low, _high = self.cluster.watermarks(self.s.topic, self.s.partitions)[p]
-        self._reset(fault, str(max(low, committed - self.rng.randint(300, 3000))), [p])
+        self._reset(fault, str(max(low, committed - self.rng.randint(*self.s.timing.reset_back_records))), [p])
 
     def reset_time(self, fault: Fault) -> None:
-        when = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=self.rng.uniform(10, 40))
+        when = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=self.rng.uniform(*self.s.timing.reset_ago_s))
         self._reset(fault, when.strftime("%Y-%m-%dT%H:%M:%SZ"), self._some_partitions(3))
 
     def out_of_range(self, fault: Fault) -> None:
@@ -266,7 +289,7 @@ class Chaos:
         try:
             time.sleep(1.5)  # the batch in hand finishes and its commit lands
             fault.detail["committed"] = self.view()["committed"].get(p, 0)
-            time.sleep(self.rng.uniform(6, 10))
+            time.sleep(self.rng.uniform(*self.s.timing.out_of_range_wait_s))
             _low, high = self.cluster.watermarks(self.s.topic, self.s.partitions)[p]
             below = max(fault.detail["committed"], high - 20)
             fault.detail["high"] = high

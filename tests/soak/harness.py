@@ -1,23 +1,30 @@
-"""One soak run: a group of ``jetkafka run`` processes under load and a seeded fault schedule.
+"""One soak run: a group of ``jetkafka run`` processes under load and a fault schedule.
 
 The run, in order:
 
 1. its own ZooKeeper and broker (:class:`~tests.soak.cluster.SoakCluster`), a topic of
-   ``partitions`` partitions, ``members`` processes;
-2. the producer (:class:`~tests.soak.producer.SoakProducer`) writes ``events`` unique ids at a
-   steady rate over ``duration_s`` (each acknowledgement recorded), while the schedule (:mod:`tests.soak.schedule`) injects faults
-   (:mod:`tests.soak.faults`); processors fail on their own at ``raise_rate``;
+   ``partitions`` partitions, ``members`` processes running the mode's processor
+   (:mod:`tests.soak.modes`), and, in a dispatcher run, the HTTP subscriber they deliver to
+   (:mod:`tests.soak.subscriber`);
+2. the producer (:class:`~tests.soak.producer.SoakProducer`) writes unique ids at a steady rate
+   (each acknowledgement recorded) while the schedule (:mod:`tests.soak.schedule`) injects
+   faults (:mod:`tests.soak.faults`); processors fail on their own at ``raise_rate``. The
+   soak's seeded schedule runs for ``duration_s`` and production goes on to ``events``; a
+   fixed schedule (the guarantee matrix) injects each of its kinds once at ``rate`` events per
+   second, and production stops ``tail_s`` after it;
 3. the drain: every process thawed and resumed, at least ``members`` running, the producer
-   stopped, then the group is given ``drain_timeout_s`` to commit every partition to its end;
+   stopped, then the group is given ``drain_timeout_s`` to commit every partition to its end
+   and to recover every recovery range;
 4. every process is stopped with SIGTERM and ZooKeeper cleanly, so its log is complete;
-5. the checker (:mod:`tests.soak.checker`) judges the history; ``report.json`` and
-   ``report.txt`` are written to the run directory.
+5. the checker (:mod:`tests.soak.checker`) judges the history against the mode's guarantee
+   (:mod:`tests.soak.guarantee`); ``report.json`` and ``report.txt`` are written to the run
+   directory.
 
 Everything the checker reads stays in the run directory (see :mod:`tests.soak.history`), so a
 run can be judged again with ``python -m tests.soak.check RUN_DIR``.
 
 Threads: the harness runs on one thread (it must be the one that started the servers);
-the producer has its own.
+the producer has its own, and the subscriber answers on the HTTP server's threads.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ import logging
 import math
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +42,14 @@ import yaml
 
 from tests.soak.check import judge
 from tests.soak.cluster import SoakCluster
-from tests.soak.faults import Chaos, Settings
+from tests.soak.faults import Chaos, FaultTiming, Settings
 from tests.soak.history import Fault, write_acks, write_faults
 from tests.soak.members import MemberPool
+from tests.soak.modes import ModeSettings, member_config
 from tests.soak.producer import SoakProducer
 from tests.soak.report import Report
-from tests.soak.schedule import Plan
+from tests.soak.schedule import FixedPlan, Plan
+from tests.soak.subscriber import RecordingSubscriber
 
 log = logging.getLogger("soak")
 
@@ -51,70 +60,57 @@ CHROOT = "/soak"
 @dataclass(frozen=True)
 class SoakOptions:
     seed: int
-    mode: str = "batch"  # "batch": the recording processor; "spark": micro-batches to Parquet
+    mode: str = "batch"  # one of tests.soak.guarantee.MODES
     events: int = 1_000_000
     duration_s: float = 600.0
     partitions: int = 16
     members: int = 3
     max_members: int = 5
+    min_members: int | None = None  # default: members
     session_timeout_s: float = 10.0
     raise_rate: float = 0.005
     drain_timeout_s: float = 300.0
-
-
-def member_config(options: SoakOptions, zk: str, kafka: dict[str, Any], topic: str, run_dir: Path) -> dict[str, Any]:
-    events_log = str(run_dir / "events.log")
-    config: dict[str, Any] = {
-        "zookeeper": {"connect": f"{zk}{CHROOT}", "session_timeout_s": options.session_timeout_s},
-        "kafka": dict(kafka),
-        "channel": {
-            "group": GROUP,
-            "topics": [topic],
-            "threads": 4,
-            "batch_max_events": 200,
-            "buffer_max_events": 1000,
-            "rebalance_delay_ms": 100,
-            "error_backoff_ms": 200,
-            "error_backoff_max_ms": 2000,
-            "shutdown_timeout_s": 60,
-        },
-        "logging": {"level": "INFO"},
-    }
-    if options.mode == "spark":
-        from tests.spark.helpers import spark_section
-
-        config["processor"] = {
-            "class": "jetkafka.spark:SparkMicroBatchProcessor",
-            "options": {
-                "fn": "tests.soak.recorder:slice_writer",
-                "fn_options": {
-                    "path": str(run_dir / "output"), "log": events_log, "seed": options.seed,
-                    "raise_rate": options.raise_rate * 4,  # micro-batches are far fewer than batches
-                },
-                "value_format": "text",
-                "max_events": 20_000,
-                "max_interval_ms": 2000,
-            },
-        }
-        config["spark"] = {**spark_section("local[1]"), "driver_memory": "768m"}
-    else:
-        config["processor"] = {
-            "class": "tests.soak.recorder:SoakRecorder",
-            "options": {"path": events_log, "seed": options.seed, "raise_rate": options.raise_rate, "delay_ms": 5},
-        }
-    return config
+    # A fixed schedule (the matrix): these kinds once each, ``gap_s`` apart, while the producer
+    # writes ``rate`` events per second; production stops ``tail_s`` after the last fault
+    # (``events`` and ``duration_s`` are then not used).
+    schedule: tuple[str, ...] = ()
+    gap_s: float = 1.5
+    rate: int = 0
+    tail_s: float = 3.0
+    timing: FaultTiming = field(default_factory=FaultTiming)
+    settings: ModeSettings = field(default_factory=ModeSettings)
 
 
 def _drain(cluster: SoakCluster, topic: str, partitions: int, timeout: float) -> dict[str, Any]:
-    """Wait until every partition's committed offset reached its high watermark."""
+    """Wait until every partition's committed offset reached its high watermark and no
+    recovery range is left."""
     deadline = time.monotonic() + timeout
     while True:
         marks = cluster.watermarks(topic, partitions)
         committed = cluster.group_view(CHROOT, GROUP, topic)["committed"]
         behind = {p: (committed.get(p), high) for p, (_low, high) in marks.items() if (committed.get(p) or 0) < high}
-        if not behind or time.monotonic() > deadline:
-            return {"behind": {str(p): list(v) for p, v in behind.items()}, "watermarks": {str(p): list(v) for p, v in marks.items()}}
-        time.sleep(2.0)
+        recovering = cluster.recovery_remaining(CHROOT, GROUP, topic)
+        if (not behind and not recovering) or time.monotonic() > deadline:
+            return {
+                "behind": {str(p): list(v) for p, v in behind.items()},
+                "recovering": {str(p): n for p, n in recovering.items()},
+                "watermarks": {str(p): list(v) for p, v in marks.items()},
+            }
+        time.sleep(1.0)
+
+
+def _schedule(options: SoakOptions) -> Plan | FixedPlan:
+    if options.schedule:
+        return FixedPlan(options.seed, options.schedule, options.gap_s)
+    return Plan(options.seed)
+
+
+def _producer(options: SoakOptions, cluster: SoakCluster, topic: str) -> SoakProducer:
+    if options.schedule:  # a fixed schedule: a steady rate until it is over
+        rate, total = options.rate, 1 << 40
+    else:
+        rate, total = max(1, math.ceil(options.events * 1.02 / options.duration_s)), options.events
+    return SoakProducer(cluster.kafka, topic, range(options.partitions), rate=rate, total=total)
 
 
 def run_soak(options: SoakOptions, run_dir: Path) -> Report:
@@ -125,42 +121,52 @@ def run_soak(options: SoakOptions, run_dir: Path) -> Report:
     cluster = SoakCluster(run_dir)
     pool = None
     producer = None
+    subscriber = None
     faults: list[Fault] = []
-    info: dict[str, Any] = {**asdict(options), "topic": topic, "group": GROUP, "chroot": CHROOT, "started": started}
+    info: dict[str, Any] = {
+        **asdict(options), "topic": topic, "group": GROUP, "chroot": CHROOT, "started": started,
+        "guarantee": options.settings.guarantee_params(options.mode, options.session_timeout_s),
+    }
     try:
         cluster.create_topic(topic, options.partitions)
-        config = member_config(options, cluster.zk_address, cluster.kafka, topic, run_dir)
+        if options.mode == "dispatcher":
+            subscriber = RecordingSubscriber(run_dir / "subscriber.log", options.seed, options.raise_rate)
+        config = member_config(
+            options.mode, seed=options.seed, raise_rate=options.raise_rate, session_timeout_s=options.session_timeout_s,
+            zk=f"{cluster.zk_address}{CHROOT}", kafka=cluster.kafka, topic=topic, group=GROUP, run_dir=run_dir,
+            settings=options.settings, subscriber_url=subscriber.url if subscriber is not None else None,
+        )
         operator = run_dir / "operator.yaml"
         operator.write_text(yaml.safe_dump(config))
         pool = MemberPool(run_dir, config)
         for _ in range(options.members):
             pool.start()
-        plan = Plan(options.seed)
+        plan = _schedule(options)
         settings = Settings(
             topic, options.partitions, GROUP, CHROOT, options.session_timeout_s,
-            min_members=options.members, max_members=options.max_members,
-            join_timeout_s=180.0 if options.mode == "spark" else 90.0,
+            min_members=options.min_members or options.members, max_members=options.max_members,
+            join_timeout_s=180.0 if options.mode == "spark" else 90.0, timing=options.timing,
         )
         chaos = Chaos(cluster, pool, settings, plan.choices, operator)
         warm = time.monotonic()
         while len(cluster.group_view(CHROOT, GROUP, topic)["pids"]) < options.members:
             if time.monotonic() - warm > 300:
                 raise AssertionError(f"the first {options.members} members did not register within 300 s")
-            time.sleep(1.0)
-        producer = SoakProducer(
-            cluster.kafka, topic, range(options.partitions),
-            rate=max(1, math.ceil(options.events * 1.02 / options.duration_s)), total=options.events,
-        )
+            time.sleep(0.5)
+        producer = _producer(options, cluster, topic)
         load_started = time.monotonic()
         for step in plan.steps():
-            if time.monotonic() - load_started + step.gap_s >= options.duration_s:
+            if not options.schedule and time.monotonic() - load_started + step.gap_s >= options.duration_s:
                 break
             time.sleep(step.gap_s)
             faults.append(chaos.run(step.kind))
             write_faults(run_dir / "faults.json", faults)
-        # Production goes on to its target count, however long the last fault took.
-        while not producer.done() and producer.alive() and time.monotonic() - load_started < options.duration_s * 2:
-            time.sleep(0.5)
+        if options.schedule:
+            time.sleep(options.tail_s)
+        else:
+            # Production goes on to its target count, however long the last fault took.
+            while not producer.done() and producer.alive() and time.monotonic() - load_started < options.duration_s * 2:
+                time.sleep(0.5)
         chaos.thaw_everything()
         while len(pool.alive()) < options.members:
             faults.append(chaos.run("join"))
@@ -178,6 +184,9 @@ def run_soak(options: SoakOptions, run_dir: Path) -> Report:
             producer.close()  # after a failure above; a no-op after stop()
         if pool is not None:
             pool.close()
+        if subscriber is not None:
+            info["subscriber_requests"] = subscriber.requests()
+            subscriber.close()
         info["wall_s"] = round(time.time() - started, 1)
         (run_dir / "run.json").write_text(json.dumps(info, indent=1, default=str) + "\n")
         cluster.stop()

@@ -1,4 +1,10 @@
-"""What the soak's processes run: a recording processor that sometimes fails, and a Spark ``fn``.
+"""What the soak's processes run: recording processors that sometimes fail, and a Spark ``fn``.
+
+* :class:`SoakRecorder`: a plain processor answering ``advance()`` per batch (and, with
+  recovery on, the recovery processor too: its events are logged with the recovery mark);
+* :class:`SimpleRecorder`: :class:`~jetkafka.SimpleKafkaProcessor` itself, in any of its
+  ``auto_advance`` modes, with a handler that logs and sometimes fails;
+* :func:`slice_writer`: the Spark micro-batch ``fn``.
 
 Both append to one event log shared by every process of the run (one ``os.write`` per record
 on an ``O_APPEND`` descriptor, so lines of different processes never interleave). Lines beyond
@@ -13,8 +19,9 @@ a hash of ``(seed, topic, partition, first offset)`` (or ``(seed, batch id)``) f
 output would: a retry that delivers the batch again is then its first delivery, so every
 duplicate the checker sees near an ``R`` line is a real one.
 
-Threads: ``on_next_batch`` runs on the channel's worker threads, one partition per thread at a
-time; the set of batches that already raised is shared by them under a lock. ``on_start`` and
+Threads: ``on_next_batch`` (and a :class:`SimpleRecorder`'s handler) runs on the channel's
+worker threads, one partition per thread at a time; the set of batches that already raised is
+shared by them under a lock. ``on_start`` and
 ``on_stop`` run on the thread starting or stopping the channel (a hot deploy's watcher thread
 for a resubscribe), when no batch runs. The Spark ``fn`` runs on the processor's driver thread.
 """
@@ -28,7 +35,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from jetkafka import BatchResponse, EventBatch, PartitionSource
+from jetkafka import BatchResponse, EventBatch, PartitionSource, SimpleKafkaProcessor
+from jetkafka.processors.simple import AutoAdvance
 from tests.support.event_log import EventLogRecorder
 
 
@@ -42,16 +50,32 @@ def chosen(seed: int, rate: float, *key: object) -> bool:
     return int.from_bytes(digest, "big") < rate * 2**64
 
 
+class _FirstAttempts:
+    """Which batches fail: the first attempt of each one whose seeded draw is under the rate."""
+
+    def __init__(self, seed: int, rate: float) -> None:
+        self._seed = seed
+        self._rate = rate
+        self._raised: set[tuple[str, int, int]] = set()
+        self._lock = threading.Lock()
+
+    def fails(self, topic: str, partition: int, first: int) -> bool:
+        key = (topic, partition, first)
+        if not self._rate or not chosen(self._seed, self._rate, *key):
+            return False
+        with self._lock:
+            fresh = key not in self._raised
+            self._raised.add(key)
+        return fresh
+
+
 class SoakRecorder(EventLogRecorder):
     """An :class:`EventLogRecorder` whose first attempt of a seeded share of batches raises."""
 
     def __init__(self, path: str, seed: int = 0, raise_rate: float = 0.0, delay_ms: int = 0) -> None:
         super().__init__(path, delay_ms=delay_ms)
         self._path = path
-        self._seed = seed
-        self._rate = raise_rate
-        self._raised: set[tuple[str, int, int]] = set()
-        self._lock = threading.Lock()
+        self._failures = _FirstAttempts(seed, raise_rate)
 
     def on_start(self, context: Any) -> None:
         # A resubscribing hot deploy stops the channel (on_stop closed the log) and starts it
@@ -68,15 +92,59 @@ class SoakRecorder(EventLogRecorder):
 
     def on_next_batch(self, source: PartitionSource, events: EventBatch) -> BatchResponse:
         first = events[0].offset
-        key = (source.topic, source.partition, first)
-        if self._rate and chosen(self._seed, self._rate, *key):
-            with self._lock:
-                fresh = key not in self._raised
-                self._raised.add(key)
-            if fresh:
-                self._write(f"R {self._pid} {time.time():.6f} {source.topic} {source.partition} {first} {len(events)}\n")
-                raise InjectedFailure(f"{source.topic}[{source.partition}] offset {first}: injected failure, first attempt")
+        if self._failures.fails(source.topic, source.partition, first):
+            self._write(f"R {self._pid} {time.time():.6f} {source.topic} {source.partition} {first} {len(events)}\n")
+            raise InjectedFailure(f"{source.topic}[{source.partition}] offset {first}: injected failure, first attempt")
         return super().on_next_batch(source, events)
+
+
+class SimpleRecorder(SimpleKafkaProcessor):
+    """:class:`SimpleKafkaProcessor` with a handler that logs each event (``D`` lines).
+
+    The commit policy is the real one under test (``auto_advance``, ``interval_ms``); the
+    handler logs the batch, keeps it ``delay_ms`` in hand, and on the first attempt of a seeded
+    share of batches raises before logging anything (an ``R`` line), as a handler failing
+    before its output would. In ``no-duplication`` mode such a batch is committed already and
+    is not retried: its events are the ones the mode gives up.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        auto_advance: AutoAdvance = "every-batch",
+        interval_ms: int = 5000,
+        seed: int = 0,
+        raise_rate: float = 0.0,
+        delay_ms: int = 0,
+    ) -> None:
+        super().__init__(self._handle, auto_advance=auto_advance, interval_ms=interval_ms)
+        self._path = path
+        self._fd = -1
+        self._pid = os.getpid()
+        self._delay = delay_ms / 1000
+        self._failures = _FirstAttempts(seed, raise_rate)
+
+    def on_start(self, context: Any) -> None:
+        if self._fd < 0:  # a resubscribe starts this same object again
+            self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def on_stop(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def _handle(self, events: EventBatch) -> None:
+        first = events[0]
+        if self._failures.fails(first.topic, first.partition, first.offset):
+            os.write(self._fd, f"R {self._pid} {time.time():.6f} {first.topic} {first.partition} {first.offset} {len(events)}\n".encode())
+            raise InjectedFailure(f"{first.topic}[{first.partition}] offset {first.offset}: injected failure, first attempt")
+        now = time.time()
+        os.write(
+            self._fd,
+            "".join(f"D {self._pid} {now:.6f} {e.topic} {e.partition} {e.offset} {(e.value or b'').decode()}\n" for e in events).encode(),
+        )
+        if self._delay:
+            time.sleep(self._delay)
 
 
 def slice_writer(path: str, log: str, seed: int = 0, raise_rate: float = 0.0) -> Callable[[Any, int], None]:

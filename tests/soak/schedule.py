@@ -1,4 +1,4 @@
-"""The soak's seeded fault schedule.
+"""Fault schedules: the soak's seeded one, and the matrix's fixed one.
 
 A schedule is a sequence of steps, each a pause then a fault kind. It starts with every kind
 once, in a seeded random order, so even a short run injects each of them; after that kinds are
@@ -7,6 +7,9 @@ gaps and choices (which member, which partitions, how long): :class:`Plan` hands
 ``random.Random`` for the sequence and one for the choices, so a choice that depends on how
 the run went (how many members are alive) does not shift the sequence. Timings of the run
 itself (when a rebalance lands) are not reproducible; the executed schedule is recorded.
+
+:class:`FixedPlan` is the guarantee matrix's schedule: every kind exactly once, in a fixed order
+(:data:`MATRIX_ORDER`), with short gaps, so one short run shows every column of a row.
 """
 
 from __future__ import annotations
@@ -78,3 +81,49 @@ class Plan:
         kinds, weights = zip(*WEIGHTS.items())
         while True:
             yield Step(self._sequence.uniform(*self._gaps), self._sequence.choices(kinds, weights)[0])
+
+
+# The matrix's order: every kind once. A member joins first and leaves late, so the faults in
+# between hit a group of three or four; the kill comes early, so the resets and pauses after it
+# meet partitions just taken over (and, with recovery on, recovery ranges); every session
+# expiring at once comes last, and the drain sees the group recover from it.
+MATRIX_ORDER = (
+    "join",
+    "deploy_in_place",
+    "kill",
+    "reset_offset",
+    "pause_group",
+    "zk_disconnect",
+    "deploy_resubscribe",
+    "zombie",
+    "reset_time",
+    "pause_instance",
+    "zk_restart",
+    "out_of_range",
+    "leave",
+    "broker_restart",
+    "reset_earliest",
+    "zk_expire",
+)
+assert sorted(MATRIX_ORDER) == sorted(KINDS)
+
+
+class FixedPlan:
+    """Every kind of ``order`` once, in that order, each after ``gap_s`` under load.
+
+    The choices a fault makes (which member, which partitions, how long within its span) are
+    still seeded, so a row's run is repeated by its seed.
+    """
+
+    def __init__(self, seed: int, order: tuple[str, ...] = MATRIX_ORDER, gap_s: float = 1.5) -> None:
+        unknown = set(order) - set(KINDS)
+        if unknown:
+            raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(KINDS)}")
+        self.seed = seed
+        self.order = order
+        self.choices = random.Random(f"matrix-choices-{seed}")
+        self._gap = gap_s
+
+    def steps(self) -> Iterator[Step]:
+        for kind in self.order:
+            yield Step(self._gap, kind)

@@ -1,0 +1,141 @@
+"""What a soak run's members run, per processing mode: the YAML each ``jetkafka run`` gets.
+
+=========================  ====================================================================
+mode                       processor
+=========================  ====================================================================
+``batch``                  :class:`tests.soak.recorder.SoakRecorder`: ``advance()`` per batch
+``simple-every-batch``     :class:`tests.soak.recorder.SimpleRecorder`, ``auto_advance:
+``simple-periodic``        every-batch``, ``periodic`` (``interval_ms``; ``channel.idle_ms`` set
+``simple-no-duplication``  so the idle commit comes within the run) or ``no-duplication``
+``dispatcher``             ``jetkafka.processors.cloudevents:HttpDispatcher`` posting to the
+                           run's :class:`~tests.soak.subscriber.RecordingSubscriber`
+``recovery``               ``SoakRecorder`` with ``recovery.max_partition_lag`` set low, so a
+                           take-over after a crash or an expiry records recovery ranges; the
+                           recovery processor is a second ``SoakRecorder`` (the channel builds
+                           it from the same ``processor`` section), logging its events as
+                           recovery deliveries
+``spark``                  ``jetkafka.spark:SparkMicroBatchProcessor``, ``fn`` writing each
+                           event's id to a ``ParquetSink`` (exactly-once output)
+=========================  ====================================================================
+
+Every mode fails on purpose now and then (``raise_rate``): the recorders raise on the first
+attempt of a seeded share of batches, the Spark ``fn`` on the first run of a seeded share of
+micro-batches, and the dispatcher's subscriber answers 503 to the first attempt of a seeded
+share of records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.soak.guarantee import MODES
+
+
+@dataclass(frozen=True)
+class ModeSettings:
+    """The knobs of the processors and the channel that a mode's guarantee depends on."""
+
+    threads: int = 4
+    batch_max_events: int = 200
+    commit_interval_ms: int = 100
+    periodic_interval_ms: int = 3000
+    recovery_max_lag: int = 50
+    recovery_batch_max_events: int = 100
+    recovery_max_rate: int = 2000
+    dispatcher_batch_max_events: int = 20
+
+    def guarantee_params(self, mode: str, session_timeout_s: float) -> dict[str, Any]:
+        """What :func:`tests.soak.guarantee.guarantee_for` needs, as the members were configured."""
+        return {
+            "session_timeout_s": session_timeout_s,
+            "commit_interval_ms": self.commit_interval_ms,
+            "interval_ms": self.periodic_interval_ms,
+            "batch_max_events": self.dispatcher_batch_max_events if mode == "dispatcher" else self.batch_max_events,
+            "recovery_batch_max_events": self.recovery_batch_max_events,
+        }
+
+
+def member_config(
+    mode: str,
+    *,
+    seed: int,
+    raise_rate: float,
+    session_timeout_s: float,
+    zk: str,
+    kafka: dict[str, Any],
+    topic: str,
+    group: str,
+    run_dir: Path,
+    settings: ModeSettings = ModeSettings(),
+    subscriber_url: str | None = None,
+) -> dict[str, Any]:
+    """The configuration every member of a run of ``mode`` starts with (``zk`` chrooted already)."""
+    if mode not in MODES:
+        raise ValueError(f"unknown soak mode {mode!r}; one of {', '.join(MODES)}")
+    events_log = str(run_dir / "events.log")
+    config: dict[str, Any] = {
+        "zookeeper": {"connect": zk, "session_timeout_s": session_timeout_s},
+        "kafka": dict(kafka),
+        "channel": {
+            "group": group,
+            "topics": [topic],
+            "threads": settings.threads,
+            "batch_max_events": settings.batch_max_events,
+            "buffer_max_events": 1000,
+            "rebalance_delay_ms": 100,
+            "error_backoff_ms": 200,
+            "error_backoff_max_ms": 2000,
+            "shutdown_timeout_s": 60,
+            "commit_interval_ms": settings.commit_interval_ms,
+        },
+        "logging": {"level": "INFO"},
+    }
+    recorder = {"path": events_log, "seed": seed, "raise_rate": raise_rate, "delay_ms": 5}
+    if mode in ("batch", "recovery"):
+        config["processor"] = {"class": "tests.soak.recorder:SoakRecorder", "options": recorder}
+        if mode == "recovery":
+            config["recovery"] = {
+                "max_partition_lag": settings.recovery_max_lag,
+                "max_rate": settings.recovery_max_rate,
+                "batch_max_events": settings.recovery_batch_max_events,
+            }
+    elif mode.startswith("simple-"):
+        advance = mode.removeprefix("simple-")
+        options = {**recorder, "auto_advance": advance}
+        if advance == "periodic":
+            options["interval_ms"] = settings.periodic_interval_ms
+            # The idle commit: when traffic stops, what was processed is committed after this.
+            config["channel"]["idle_ms"] = 1000
+        config["processor"] = {"class": "tests.soak.recorder:SimpleRecorder", "options": options}
+    elif mode == "dispatcher":
+        if subscriber_url is None:
+            raise ValueError("a dispatcher run needs its subscriber's URL")
+        config["channel"]["batch_max_events"] = settings.dispatcher_batch_max_events
+        config["processor"] = {
+            "class": "jetkafka.processors.cloudevents:HttpDispatcher",
+            "options": {
+                "url": subscriber_url,
+                # Refused first attempts come back quickly and are never given up on.
+                "retry": {"count": 20, "backoff": "linear", "delay_ms": 100, "max_delay_ms": 1000, "timeout_ms": 5000},
+            },
+        }
+    else:  # spark
+        from tests.spark.helpers import spark_section
+
+        config["processor"] = {
+            "class": "jetkafka.spark:SparkMicroBatchProcessor",
+            "options": {
+                "fn": "tests.soak.recorder:slice_writer",
+                "fn_options": {
+                    "path": str(run_dir / "output"), "log": events_log, "seed": seed,
+                    "raise_rate": raise_rate * 4,  # micro-batches are far fewer than batches
+                },
+                "value_format": "text",
+                "max_events": 20_000,
+                "max_interval_ms": 2000,
+            },
+        }
+        config["spark"] = {**spark_section("local[1]"), "driver_memory": "768m"}
+    return config
