@@ -93,6 +93,27 @@ def _requests_as_deliveries(run_dir: Path, zk: ZooKeeperHistory) -> tuple[list[D
     return deliveries, failures
 
 
+# One log line's level and message: "2026-11-25 13:43:11,976 ERROR   logger [thread] message".
+_LOG_LINE = re.compile(r"^\S+ \S+ (ERROR|CRITICAL)\s+(\S+) \[[^\]]*\] (.*)$")
+FLOOD = 500
+
+
+def log_floods(run_dir: Path, at_least: int = FLOOD) -> list[str]:
+    """ERROR lines a member logged ``at_least`` times over (numbers masked): a loop that logs on
+    every turn instead of once, whatever it is looping on."""
+    found = []
+    for log in sorted(run_dir.glob("m*.log")):
+        counts: dict[str, int] = {}
+        with open(log, errors="replace") as f:
+            for line in f:
+                m = _LOG_LINE.match(line)
+                if m:
+                    key = f"{m[1]} {m[2]}: " + re.sub(r"\d+", "N", m[3])[:160]
+                    counts[key] = counts.get(key, 0) + 1
+        found += [f"{log.name}: {n} x {key}" for key, n in counts.items() if n >= at_least]
+    return found
+
+
 def judge(run_dir: Path) -> Report:
     info = json.loads((run_dir / "run.json").read_text())
     events = read_events(run_dir / "events.log")
@@ -124,6 +145,8 @@ def judge(run_dir: Path) -> Report:
             report.notes.append(f"{name} exited with status {code} after SIGTERM")
     for finding in scan_member_logs(run_dir):
         report.notes.append(f"member logs: {finding}")
+    for flood in log_floods(run_dir):
+        report.notes.append(f"log flood: {flood}")
     producer = info.get("producer") or {}
     if producer.get("thread_error"):
         report.problems.append(f"the producing thread died: {producer['thread_error'].splitlines()[0]}")
