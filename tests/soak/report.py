@@ -109,3 +109,24 @@ def format_table(report: Report) -> str:
         verdict += f", {len(report.problems)} PROBLEM(S) WITH THE RUN ITSELF"
     extra = [*report.notes, *(f"problem: {p}" for p in report.problems)]
     return "\n".join([f"soak ({report.mode}): {verdict}", f"events: {summary}", f"faults: {faults}", *lines, *extra])
+
+
+def format_matrix(report: Report, columns: tuple[str, ...]) -> str:
+    """One line per kind of fault (``columns`` first, then anything else a finding names): how
+    often it was injected, and the losses and duplicates attributed to it, allowed or not."""
+    kinds = list(columns) + sorted(
+        {c.fault for table in (report.lost, report.duplicated) for c in table} - set(columns)
+    )
+    rows = [("fault", "injected", "lost", "lost NOT allowed", "duplicated", "duplicated NOT allowed")]
+    for kind in kinds:
+        def count(table: dict[Cause, Finding], allowed: bool, kind: str = kind) -> str:
+            return str(sum(f.count for c, f in table.items() if c.fault == kind and c.allowed == allowed))
+
+        rows.append((
+            kind, str(report.faults.get(kind, 0)), count(report.lost, True), count(report.lost, False),
+            count(report.duplicated, True), count(report.duplicated, False),
+        ))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.rjust(widths[i]) if i else cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
