@@ -17,7 +17,9 @@ Guarantees:
   graceful move re-processes nothing, and the new owner continues from the stored ranges.
 * Paused partitions (and a paused channel) are not recovered until resumed; nothing is
   recovered while the channel's workers may not start batches either (ZooKeeper suspended, or
-  the local lease of :mod:`jetkafka.coordination.session_lease` ran out).
+  the local lease of :mod:`jetkafka.coordination.session_lease` ran out). Both are checked
+  again after the wait for the rate's tokens, which lasts up to ``batch_max_events /
+  max_rate`` seconds: a batch in hand when the pause comes still finishes, none starts after.
 
 Failure modes: a round that fails on a ZooKeeper or Kafka call is logged and retried after a
 second from the stored state; a worker that cannot finish a batch in hand within the release
@@ -176,6 +178,10 @@ class RecoveryWorker:
                 return
         if not self.bucket.wait(self._wake):
             return  # woken: removals or a refresh first
+        if not self.channel._may_act() or self.channel._is_paused(cursor.key):
+            # Paused, or ZooKeeper out of reach, while the rate held this batch back (up to a
+            # batch's worth of seconds): it waits for the next round, untaken.
+            return
         batch = cursor.redeliver or self._reader.take(cursor.key, self.config.batch_max_events)
         if not batch:
             return
