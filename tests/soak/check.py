@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from datetime import datetime
 from pathlib import Path
 
 from tests.soak.checker import check
@@ -114,6 +115,34 @@ def log_floods(run_dir: Path, at_least: int = FLOOD) -> list[str]:
     return found
 
 
+_PAUSED = re.compile(r"^(\S+ \S+) INFO\s+jetkafka\.channel \[[^\]]*\] paused all partitions$")
+
+
+def paused_windows(run_dir: Path, zk: ZooKeeperHistory, processes: dict[str, int]) -> dict[int, list[tuple[float, float]]]:
+    """Per process: when it applied each pause (its log's "paused all partitions") and when the
+    marker that paused it (the group's, or its own consumer id's) was removed."""
+    consumer_ids: dict[int, set[str]] = {}
+    for s in zk.sessions.values():
+        if s.pid is not None and s.consumer_id is not None:
+            consumer_ids.setdefault(s.pid, set()).add(s.consumer_id)
+    windows: dict[int, list[tuple[float, float]]] = {}
+    for name, pid in processes.items():
+        try:
+            lines = (run_dir / f"{name}.log").read_text(errors="replace").splitlines()
+        except FileNotFoundError:
+            continue
+        mine = {"_all", *consumer_ids.get(pid, ())}
+        for line in lines:
+            m = _PAUSED.match(line)
+            if not m:
+                continue
+            at = datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            ends = [p.removed for p in zk.pauses if p.who in mine and p.removed is not None and p.created <= at < p.removed]
+            if ends:
+                windows.setdefault(pid, []).append((at, min(ends)))
+    return windows
+
+
 def judge(run_dir: Path) -> Report:
     info = json.loads((run_dir / "run.json").read_text())
     events = read_events(run_dir / "events.log")
@@ -137,6 +166,7 @@ def judge(run_dir: Path) -> Report:
         zk=zk,
         session_timeout_s=session_timeout_s,
         guarantee=guarantee_for(info["mode"], info.get("guarantee") or {"session_timeout_s": session_timeout_s}),
+        paused=paused_windows(run_dir, zk, info.get("processes") or {}),
     )
     if events.torn_lines:
         report.notes.append(f"{events.torn_lines} event log line(s) cut short (a process killed mid-write)")

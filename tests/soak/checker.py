@@ -42,6 +42,10 @@ its :class:`~tests.soak.guarantee.Guarantee`. It reports, each as a count with e
     a partition whose owner node was gone (released, or its session closed or expired) and not
     created again for more than ``OWNERLESS_S`` while ZooKeeper served: a freed partition must be
     taken at once.
+**while paused**
+    a batch (live or recovery) a process started after it applied a pause (its own log says
+    when) and before the pause marker was removed (ZooKeeper's log says when); the batch in
+    hand when the pause came finishes, and was stamped before it.
 
 A record counts as finished when the group committed past it and no recovery range holds it.
 Deliveries are placed in time by the wall clock (the processes, ZooKeeper and the schedule
@@ -212,9 +216,13 @@ def check(
     zk: ZooKeeperHistory,
     session_timeout_s: float,
     guarantee: Guarantee | None = None,
+    paused: dict[int, list[tuple[float, float]]] | None = None,
 ) -> Report:
     """Judge one run of ``mode`` (see :mod:`tests.soak.guarantee`) against its guarantee
-    (by default the mode's, with this session timeout and the other parameters' defaults)."""
+    (by default the mode's, with this session timeout and the other parameters' defaults).
+
+    ``paused``: per process, the times it applied a pause and the times the pause's marker was
+    removed; a batch it started in between is a failure."""
     g = guarantee or guarantee_for(mode, {"session_timeout_s": session_timeout_s})
     t = Timeline(faults, callbacks, zk)
     notes: list[str] = []
@@ -330,6 +338,16 @@ def check(
         notes.append("no ZooKeeper transactions were read: fencing could not be checked")
         foreign.add("the ZooKeeper transaction log is missing or empty")
 
+    while_paused = Finding()
+    if g.stamps_batch_start and paused:
+        for d in deliveries:
+            for start, end in paused.get(d.pid, ()):
+                if start + TOLERANCE_S < d.at < end:
+                    while_paused.add(
+                        f"pid {d.pid} {d.topic}[{d.partition}]@{d.offset}{' (recovery)' if d.recovery else ''} at "
+                        f"{d.at:.3f}: paused at {start:.3f} until {end:.3f}"
+                    )
+                    break
     ownerless = _ownerless(t, zk)
     expired = []
     for s in zk.expiries():
@@ -349,7 +367,7 @@ def check(
     kinds = Counter(f.kind for f in t.faults)
     return Report(
         mode, events, dict(sorted(kinds.items())), dict(lost), dict(duplicated), out_of_order, foreign, back, expired,
-        notes, ownerless=ownerless,
+        notes, ownerless=ownerless, while_paused=while_paused,
     )
 
 

@@ -15,10 +15,10 @@ It also tells which process a session belonged to (the ``pid`` in the registrati
 wrote under ``/…/ids``), when each session ended and whether the server expired it (a close
 with request number 0 comes from the server's session tracker, not from the client), each
 hold's fencing token (the offset node's version after the take, counted as ZooKeeper counts
-it), the committed offset of any partition at any time, and its recovery ranges (the
-``ranges`` of ``/…/recovery/<topic>/<p>``) at any time: what the soak checker needs to tell a
-crash's re-deliveries from a violation, and to place a dispatcher's request by the token it
-carried.
+it), the committed offset of any partition at any time, its recovery ranges (the ``ranges``
+of ``/…/recovery/<topic>/<p>``) at any time, and each pause marker's life: what the soak
+checker needs to tell a crash's re-deliveries from a violation, to place a dispatcher's
+request by the token it carried, and to know when a pause ended.
 
 Times are the server's wall clock (milliseconds), the same clock as the processes' on one
 machine. Only failed multi-operations are skipped: they changed nothing.
@@ -40,6 +40,7 @@ _RESET_NODE = re.compile(r"/consumers/(?P<group>[^/]+)/commands/reset-(?P<id>[^/
 _RESET_DONE = re.compile(r"/consumers/(?P<group>[^/]+)/commands/reset-(?P<id>[^/]+)/done/(?P<p>\d+)$")
 _RESET_LOCK = re.compile(r"/consumers/(?P<group>[^/]+)/commands/lock-[^/]+$")
 _RECOVERY = re.compile(r"/consumers/(?P<group>[^/]+)/recovery/(?P<topic>[^/]+)/(?P<p>\d+)$")
+_PAUSE = re.compile(r"/consumers/(?P<group>[^/]+)/control/paused/(?P<who>[^/]+)$")
 
 Key = tuple[str, int]
 
@@ -106,6 +107,15 @@ class Hold:
     epoch: int = 0
 
 
+@dataclass(frozen=True)
+class PauseMarker:
+    """A pause marker's life: ``who`` is a consumer id, or ``_all`` for the whole group."""
+
+    who: str
+    created: float
+    removed: float | None
+
+
 @dataclass
 class ZooKeeperHistory:
     group: str
@@ -113,6 +123,7 @@ class ZooKeeperHistory:
     writes: list[OffsetWrite] = field(default_factory=list)
     holds: list[Hold] = field(default_factory=list)
     resets: dict[str, dict] = field(default_factory=dict)  # reset id -> the command as created
+    pauses: list[PauseMarker] = field(default_factory=list)
     transactions: int = 0
     _by_key: dict[Key, tuple[list[float], list[int | None]]] = field(default_factory=dict, repr=False)
     # Each partition's recovery ranges over time: (times, ranges as of each time).
@@ -174,6 +185,7 @@ class _Replay:
         self.owners: dict[Key, Hold] = {}
         self.offsets: dict[Key, int | None] = {}
         self.versions: dict[Key, int] = {}  # each offset node's version, as ZooKeeper counts it
+        self.markers: dict[str, float] = {}  # pause markers in place: who -> created
 
     def session(self, sid: int) -> Session:
         return self.history.sessions.setdefault(sid, Session(sid))
@@ -237,6 +249,13 @@ class _Replay:
             if lock and lock["group"] == group:
                 self._mark_reset(txn.session)
                 return
+        pause = _PAUSE.search(op.path)
+        if pause and pause["group"] == group:
+            if op.kind == "create":
+                self.markers[pause["who"]] = at
+            elif op.kind == "delete" and pause["who"] in self.markers:
+                self.history.pauses.append(PauseMarker(pause["who"], self.markers.pop(pause["who"]), at))
+            return
         recovery = _RECOVERY.search(op.path)
         if recovery and recovery["group"] == group:
             self.apply_ranges(at, (recovery["topic"], int(recovery["p"])), op)
@@ -298,4 +317,5 @@ def replay(txns: Iterable[Txn], group: str) -> ZooKeeperHistory:
     for txn in txns:
         state.apply(txn)
     state.history.holds.extend(state.owners.values())  # still held when the log ends
+    state.history.pauses.extend(PauseMarker(who, at, None) for who, at in state.markers.items())
     return state.history

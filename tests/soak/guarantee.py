@@ -73,6 +73,10 @@ class Guarantee:
     stale_sends_per_hold: int = 0
     # Deliveries are what the processes did (False: rows of an output, whose order is free).
     checks_order: bool = True
+    # Each delivery is stamped with the start of its batch (the event log), so one stamped after
+    # its instance applied a pause is a batch started while paused. A dispatcher's requests are
+    # stamped per record, and its batch in hand goes on delivering after a pause.
+    stamps_batch_start: bool = True
 
     @property
     def redelivery_span_s(self) -> float:
@@ -102,6 +106,7 @@ def guarantee_for(mode: str, params: dict[str, Any] | None = None) -> Guarantee:
             round_trip_s=session,
             redelivery_records_after_crash=int(p.get("batch_max_events", 200)),
             stale_sends_per_hold=1,
+            stamps_batch_start=False,
         )
     if mode == "recovery":
         return Guarantee(
@@ -109,5 +114,5 @@ def guarantee_for(mode: str, params: dict[str, Any] | None = None) -> Guarantee:
             recovery_batch=int(p.get("recovery_batch_max_events", 500)),
         )
     if mode == "spark":
-        return Guarantee(mode, redelivers_after_expiry=False, checks_order=False)
+        return Guarantee(mode, redelivers_after_expiry=False, checks_order=False, stamps_batch_start=False)
     raise ValueError(f"unknown soak mode {mode!r}; one of {', '.join(MODES)}")

@@ -47,6 +47,7 @@ class Report:
     expired_sessions: list[str]
     notes: list[str]
     ownerless: Finding = field(default_factory=Finding)
+    while_paused: Finding = field(default_factory=Finding)
     # What makes the run itself invalid (the producer died, a process never stopped): not a
     # violation of jetkafka's guarantees, but the run proves nothing until it is fixed.
     problems: list[str] = field(default_factory=list)
@@ -60,6 +61,7 @@ class Report:
             + self.foreign_commits.count
             + self.offsets_back.count
             + self.ownerless.count
+            + self.while_paused.count
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -81,6 +83,7 @@ class Report:
             "foreign_commits": vars(self.foreign_commits),
             "offsets_went_back": vars(self.offsets_back),
             "ownerless": vars(self.ownerless),
+            "processed_while_paused": vars(self.while_paused),
             "expired_sessions": self.expired_sessions,
             "notes": self.notes,
             "problems": self.problems,
@@ -99,6 +102,7 @@ def format_table(report: Report) -> str:
     rows.append(("foreign commits", "-", "offset written by a non-owner session", "NO", str(report.foreign_commits.count)))
     rows.append(("offsets went back", "-", "offset lowered outside a reset", "NO", str(report.offsets_back.count)))
     rows.append(("ownerless", "-", "a free partition not taken for 5+ s, ZooKeeper up", "NO", str(report.ownerless.count)))
+    rows.append(("while paused", "-", "a batch started by a paused instance", "NO", str(report.while_paused.count)))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))

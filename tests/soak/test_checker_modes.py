@@ -9,9 +9,10 @@ must report a violation. So no allowance can pass a history it should not.
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
-from tests.soak.check import _requests_as_deliveries
+from tests.soak.check import _requests_as_deliveries, paused_windows
 from tests.soak.fencing import replay
 from tests.soak.world import A, B, World, only, two_members
 
@@ -294,3 +295,34 @@ def test_records_left_in_a_recovery_range_are_stalled_unless_deleted_from_it() -
     assert only(world(deleted=False).check("recovery").lost) == {
         ("unattributed", "stalled: the partition never got this far", False): 50
     }
+
+
+# -- pauses --------------------------------------------------------------------------------------
+
+
+def _paused_group(tmp_path: Path) -> tuple[World, dict[int, list[tuple[float, float]]]]:
+    """The group paused from 103 (pid 1 applied it at 103.2, by its log) to 106."""
+    w = two_members()
+    w.deliver(1, 102.0, 0, range(10))
+    w.commit(A, 0, 10, 102.1)
+    w.fault("pause_group", 103.0, 106.5, [1, 2])
+    w.pause(0xC, "_all", 103.0)
+    w.deliver(1, 103.25, 0, range(10, 12))  # the batch in hand, stamped as it started...
+    w.resume(0xC, "_all", 106.0)
+    w.deliver(1, 106.2, 0, range(12, 20))
+    w.commit(A, 0, 20, 106.3)
+    stamp = datetime.fromtimestamp(103.2).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
+    (tmp_path / "m1.log").write_text(f"{stamp} INFO    jetkafka.channel [jetkafka-controller] paused all partitions\n")
+    return w, paused_windows(tmp_path, replay(w.txns, "g"), {"m1": 1, "m2": 2})
+
+
+def test_a_batch_started_while_paused_is_a_violation_and_the_batch_in_hand_is_not(tmp_path: Path) -> None:
+    w, paused = _paused_group(tmp_path)
+    assert paused == {1: [(103.2, 106.0)]}  # pid 2 never logged applying it: nothing to hold it to
+    assert w.check("batch", paused=paused).violations == 0
+    w.deliver(1, 104.0, 0, range(20, 25), recovery=True)  # a recovery batch started while paused
+    report = w.check("recovery", paused=paused)
+    assert report.while_paused.count == 5 and report.violations == 5
+    assert "(recovery) at 104.000: paused at 103.200 until 106.000" in report.while_paused.examples[0]
+    # A dispatcher's requests are per record: its batch in hand goes on after a pause.
+    assert w.check("dispatcher", paused=paused).while_paused.count == 0

@@ -4,15 +4,15 @@ Injected: on a ZooKeeper server of the test's own (its data directory is read af
 sessions that take a partition as jetkafka does (one multi: ephemeral owner node + offset
 write), commit under the check of the owner node, have a commit refused (a failed multi), write
 an offset without owning the partition, lower an offset with and without a reset's ``done``
-marker, write, shrink and delete a partition's recovery ranges, and a process SIGKILLed while
-holding a partition, whose session the server expires.
+marker, write, shrink and delete a partition's recovery ranges, pause and resume the group, and
+a process SIGKILLed while holding a partition, whose session the server expires.
 Asserted: the Python decoder returns exactly the transactions ZooKeeper's own
 ``TxnLogToolkit`` dumps (zxid, session, request number, type, and each operation of a multi);
 the replay finds the foreign write and the lowered offset and nothing else, tells the expired
 session (server-side close) from the closed ones, maps sessions to the pid of their
 registration, ends the killed process's hold at its expiry, gives each hold the fencing token
-kazoo reported to the taker, and gives the committed offset and the recovery ranges at any
-time.
+kazoo reported to the taker, gives the committed offset and the recovery ranges at any time,
+and the pause marker's life.
 """
 
 from __future__ import annotations
@@ -119,6 +119,8 @@ def _history(server: ZooKeeperServer) -> dict:
     a.set(recovery, json.dumps({"ranges": [[30, 40], [50, 60]], "lost": 0}).encode())
     time.sleep(0.05)
     a.delete(recovery)
+    a.create("/consumers/g/control/paused/_all", b"{}", makepath=True)  # jetkafka pause, then resume
+    a.delete("/consumers/g/control/paused/_all")
     holder = subprocess.Popen(
         [sys.executable, "-c", _HOLDER, server.connect_string], stdout=subprocess.PIPE, text=True
     )
@@ -226,3 +228,5 @@ def test_replay_finds_the_foreign_write_the_lowered_offset_and_the_expiry(zookee
     assert history.ranges_at("t", 0, float("inf")) == ()
     assert history.in_ranges("t", 0, 35, facts["between_ranges"], float("inf"))
     assert not history.in_ranges("t", 0, 45, 0, float("inf"))
+    (pause,) = history.pauses
+    assert pause.who == "_all" and facts["between_ranges"] < pause.created <= pause.removed < facts["killed"]

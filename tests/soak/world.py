@@ -68,6 +68,13 @@ class World:
             Op("create", f"{ROOT}/commands/reset-{command}/done/{p}", b"{}"),
         )
 
+    def pause(self, session: int, who: str, at: float) -> None:
+        """``jetkafka pause`` (``who``: ``_all`` or a consumer id) creating its marker."""
+        self._txn(session, at, "create", Op("create", f"{ROOT}/control/paused/{who}", b"{}"))
+
+    def resume(self, session: int, who: str, at: float) -> None:
+        self._txn(session, at, "delete", Op("delete", f"{ROOT}/control/paused/{who}"))
+
     def release(self, session: int, p: int, at: float) -> None:
         self._txn(session, at, "delete", Op("delete", f"{ROOT}/owners/{TOPIC}/{p}"))
 
@@ -106,12 +113,12 @@ class World:
     def fault(self, kind: str, start: float, end: float, pids: list[int] = (), partitions: list[int] = (), **detail) -> None:
         self.faults.append(Fault(kind, start, end, list(pids), list(partitions), detail))
 
-    def check(self, mode: str = "batch", **params: object) -> Report:
+    def check(self, mode: str = "batch", paused: dict[int, list[tuple[float, float]]] | None = None, **params: object) -> Report:
         """Judged as a run of ``mode``, its guarantee built with ``params`` (session timeout 10 s)."""
         return check(
             mode=mode, topic=TOPIC, acked=self.acked, deliveries=self.deliveries, callbacks=self.callbacks,
             faults=self.faults, zk=replay(self.txns, "g"), session_timeout_s=10,
-            guarantee=guarantee_for(mode, {"session_timeout_s": 10, **params}),
+            guarantee=guarantee_for(mode, {"session_timeout_s": 10, **params}), paused=paused,
         )
 
 
