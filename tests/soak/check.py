@@ -115,6 +115,29 @@ def log_floods(run_dir: Path, at_least: int = FLOOD) -> list[str]:
     return found
 
 
+_ZK_LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d{3}) ")
+
+
+def zookeeper_hangs(run_dir: Path) -> list[float]:
+    """When the ZooKeeper server, starting, failed to close a connection it refused.
+
+    A client that connects while the server loads its data is refused ("ZooKeeperServer not
+    running"); the close then throws (a NullPointerException: no database yet) and leaves the
+    connection open and unanswered, so the client waits its whole connect timeout (the session
+    timeout, in kazoo) on it, and its session may expire. The server's log is the evidence.
+    """
+    try:
+        lines = (run_dir / "stack" / "zookeeper" / "zookeeper.log").read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return []
+    hangs = []
+    for line, after in zip(lines, lines[1:]):
+        m = _ZK_LINE.match(line)
+        if m and "WorkerService: Unexpected exception" in line and "NullPointerException" in after and "zkDb" in after:
+            hangs.append(datetime.strptime(m[1], "%Y-%m-%dT%H:%M:%S,%f").timestamp())
+    return hangs
+
+
 _PAUSED = re.compile(r"^(\S+ \S+) INFO\s+jetkafka\.channel \[[^\]]*\] paused all partitions$")
 
 
@@ -167,6 +190,7 @@ def judge(run_dir: Path) -> Report:
         session_timeout_s=session_timeout_s,
         guarantee=guarantee_for(info["mode"], info.get("guarantee") or {"session_timeout_s": session_timeout_s}),
         paused=paused_windows(run_dir, zk, info.get("processes") or {}),
+        server_hangs=zookeeper_hangs(run_dir),
     )
     if events.torn_lines:
         report.notes.append(f"{events.torn_lines} event log line(s) cut short (a process killed mid-write)")

@@ -120,7 +120,7 @@ def _explain(first: Delivery, again: Delivery, t: Timeline, g: Guarantee, timeou
                 return Cause(kind, "re-read below the offset committed before the expiry", False), None
             # Nobody may have finished it since: the re-read must come from the expiry.
             if not t.done(topic, p, o, again.at):
-                return _after_expiry(first, kind, session, g)
+                return _after_expiry(first, kind, session, g, t)
     if not t.held(first):
         return Cause(around(), "first delivered by an instance that did not hold the partition", False), None
     if t.done(topic, p, o, again.at):
@@ -130,8 +130,14 @@ def _explain(first: Delivery, again: Delivery, t: Timeline, g: Guarantee, timeou
     return Cause(around(), "handed over without committing what was delivered", False), None
 
 
-def _after_expiry(first: Delivery, kind: str, session: Session, g: Guarantee) -> tuple[Cause, Budget | None]:
+def _after_expiry(first: Delivery, kind: str, session: Session, g: Guarantee, t: Timeline) -> tuple[Cause, Budget | None]:
     """What the mode allows of a record the expired ``session`` delivered and nobody finished."""
+    if session.id in t.expired_by_server:
+        if not g.redelivers_after_expiry:
+            return Cause(kind, "re-delivered after the ZooKeeper server hung its reconnection", False), None
+        return Cause(kind, "uncommitted batches of a session the ZooKeeper server hung (its defect)", True), (
+            "expiry", session.id, first.partition, kind
+        )
     if not (g.redelivers_after_expiry and kind in EXPIRY_KINDS):
         return Cause(kind, "re-delivered after a session expiry", False), None
     if first.recovery:
@@ -201,7 +207,7 @@ def _lost_in_hand(partition: int, offset: int, t: Timeline, topic: str, timeout:
     if session is None or not session.expired or later:
         return Cause("unattributed", "committed before delivery, and never delivered", False)
     kind = t.expiry_kind(session, timeout)
-    allowed = kind in EXPIRY_KINDS
+    allowed = kind in EXPIRY_KINDS or session.id in t.expired_by_server
     return Cause(kind, "committed before delivery; the instance was lost with the batch in hand", allowed)
 
 
@@ -217,14 +223,17 @@ def check(
     session_timeout_s: float,
     guarantee: Guarantee | None = None,
     paused: dict[int, list[tuple[float, float]]] | None = None,
+    server_hangs: list[float] | None = None,
 ) -> Report:
     """Judge one run of ``mode`` (see :mod:`tests.soak.guarantee`) against its guarantee
     (by default the mode's, with this session timeout and the other parameters' defaults).
 
     ``paused``: per process, the times it applied a pause and the times the pause's marker was
-    removed; a batch it started in between is a failure."""
+    removed; a batch it started in between is a failure. ``server_hangs``: when the ZooKeeper
+    server left a refused connection hanging as it started (see
+    :func:`tests.soak.check.zookeeper_hangs`)."""
     g = guarantee or guarantee_for(mode, {"session_timeout_s": session_timeout_s})
-    t = Timeline(faults, callbacks, zk)
+    t = Timeline(faults, callbacks, zk, server_hangs or [], session_timeout_s)
     notes: list[str] = []
     # A record is (partition, offset, id). A producer retry through a broker restart may write one
     # id twice, at two offsets: two records, each to be delivered once. A broker that loses
@@ -351,8 +360,15 @@ def check(
     ownerless = _ownerless(t, zk)
     expired = []
     for s in zk.expiries():
-        fault = t.fault_for_expiry(s.pid or -1, s.closed or 0, session_timeout_s)
-        expired.append(f"{s.label()} expired at {s.closed:.3f} ({fault.kind if fault else 'outside every fault'})")
+        kind = t.expiry_kind(s, session_timeout_s)
+        expired.append(f"{s.label()} expired at {s.closed:.3f} ({kind})")
+    if server_hangs:
+        hung = ", ".join(f"0x{sid:x}" for sid in sorted(t.expired_by_server)) or "none"
+        notes.append(
+            f"the ZooKeeper server left {len(server_hangs)} refused connection(s) hanging while it started (a "
+            f"NullPointerException closing them: a defect of the dev stack's ZooKeeper, not of jetkafka); sessions "
+            f"it let expire that way: {hung}"
+        )
 
     events = {
         "acknowledged": len(acked),

@@ -12,9 +12,11 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from tests.soak.check import _requests_as_deliveries, paused_windows
+from tests.soak.check import _requests_as_deliveries, paused_windows, zookeeper_hangs
 from tests.soak.fencing import replay
-from tests.soak.world import A, B, World, only, two_members
+from tests.soak.checker import check
+from tests.soak.report import Report
+from tests.soak.world import A, B, TOPIC, World, only, two_members
 
 EXPIRED = "uncommitted batches of an expired session"
 
@@ -326,3 +328,49 @@ def test_a_batch_started_while_paused_is_a_violation_and_the_batch_in_hand_is_no
     assert "(recovery) at 104.000: paused at 103.200 until 106.000" in report.while_paused.examples[0]
     # A dispatcher's requests are per record: its batch in hand goes on after a pause.
     assert w.check("dispatcher", paused=paused).while_paused.count == 0
+
+
+# -- the dev stack's own defects -----------------------------------------------------------------
+
+
+def _cut_off_by_a_restart() -> World:
+    """ZooKeeper restarted 105..106.5; A's session expired at 110.6 and B re-read its work."""
+    w = two_members()
+    w.deliver(1, 104.8, 0, range(10))
+    w.fault("zk_restart", 105.0, 106.5, [1, 2])
+    w.expire(A, 110.6)
+    w.take(B, 0, 0, 110.8)
+    w.deliver(2, 111.0, 0, range(10))
+    w.commit(B, 0, 10, 111.1)
+    return w
+
+
+def test_an_expiry_the_zookeeper_server_caused_by_hanging_a_reconnection_is_its_defect(tmp_path: Path) -> None:
+    log = tmp_path / "stack" / "zookeeper" / "zookeeper.log"
+    log.parent.mkdir(parents=True)
+    at = datetime.fromtimestamp(106.6).strftime("%Y-%m-%dT%H:%M:%S,%f")[:-3]
+    log.write_text(
+        f"{at} WARN  [NIOWorkerThread-2] WorkerService: Unexpected exception\n"
+        'java.lang.NullPointerException: Cannot invoke "org.apache.zookeeper.server.ZKDatabase.removeCnxn(...)" '
+        'because "this.zkDb" is null\n'
+    )
+    hangs = zookeeper_hangs(tmp_path)
+    assert [round(h, 3) for h in hangs] == [106.6]
+    w = _cut_off_by_a_restart()
+    report = check_with_hangs(w, hangs)
+    assert only(report.duplicated) == {
+        ("zk_restart", "uncommitted batches of a session the ZooKeeper server hung (its defect)", True): 10
+    }
+    assert any("left 1 refused connection(s) hanging" in n and "0xa" in n for n in report.notes)
+    # Without the server's evidence, an expiry after a restart shorter than the session is a failure.
+    plain = check_with_hangs(w, [])
+    assert only(plain.duplicated) == {("zk_restart", "re-delivered after a session expiry", False): 10}
+    # One hang explains one expiry, and only within a session timeout of it.
+    assert only(check_with_hangs(w, [95.0]).duplicated) == only(plain.duplicated)
+
+
+def check_with_hangs(w: World, hangs: list[float]) -> Report:
+    return check(
+        mode="batch", topic=TOPIC, acked=w.acked, deliveries=w.deliveries, callbacks=w.callbacks, faults=w.faults,
+        zk=replay(w.txns, "g"), session_timeout_s=4, server_hangs=hangs,
+    )

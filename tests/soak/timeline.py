@@ -26,7 +26,10 @@ RESET_KINDS = frozenset({"reset_earliest", "reset_offset", "reset_time"})
 
 
 class Timeline:
-    def __init__(self, faults: list[Fault], callbacks: list[Callback], zk: ZooKeeperHistory) -> None:
+    def __init__(
+        self, faults: list[Fault], callbacks: list[Callback], zk: ZooKeeperHistory,
+        server_hangs: list[float] = (), timeout: float = 10.0,
+    ) -> None:
         self.zk = zk
         self.faults = sorted(faults, key=lambda f: f.start)
         self.failures = [c for c in callbacks if c.kind == "R"]
@@ -57,6 +60,7 @@ class Timeline:
                 self._holds[(pid, h.topic, h.partition)].append((h.start, h.end if h.end is not None else float("inf"), h.start_zxid))
         for holds in self._holds.values():
             holds.sort()
+        self.expired_by_server = self._expired_by_server(server_hangs, timeout)
         # Offsets lowered outside any reset: (time, new offset, writer's pid) per partition.
         self.rewinds: dict[int, list[tuple[float, int, int]]] = defaultdict(list)
         for w in zk.backward_writes:
@@ -190,8 +194,27 @@ class Timeline:
         return candidates[-1] if candidates else None
 
     def expiry_kind(self, session: Session, timeout: float) -> str:
+        if session.id in self.expired_by_server:
+            return "zk_restart"
         fault = self.fault_for_expiry(session.pid or -1, session.closed or 0, timeout)
         return fault.kind if fault is not None else "unscheduled session expiry"
+
+    def _expired_by_server(self, hangs: Iterable[float], timeout: float) -> set[int]:
+        """Sessions the ZooKeeper server let expire by leaving a reconnection hanging as it
+        started after a ``zk_restart``: expired one session timeout (and a little) after the
+        hang, of a process the restart cut off; no more of them than hangs in that restart."""
+        found: set[int] = set()
+        for f in self.faults:
+            if f.kind != "zk_restart":
+                continue
+            hung = [h for h in hangs if f.start - TOLERANCE_S <= h <= f.end + 1.0]
+            expired = sorted(
+                (s for s in self.zk.expiries()
+                 if s.pid in f.pids and any(h <= (s.closed or 0) <= h + timeout + 1.5 for h in hung)),
+                key=lambda s: s.closed or 0,
+            )
+            found.update(s.id for s in expired[: len(hung)])
+        return found
 
     def context(self, d: Delivery, pids: Iterable[int], scheduled_only: bool = False) -> Fault | None:
         """The fault a re-delivery ``d`` happened under.
