@@ -88,6 +88,20 @@ class Chaos:
         alive = sorted(self.pool.alive(), key=lambda m: m.name)
         return alive[self.rng.randrange(len(alive))]
 
+    def _pick_recovering(self, fault: Fault) -> Member:
+        """A member holding a partition with recovery ranges, when there is one (a run with
+        recovery on): the faults that end or move holds meet recovery under way. Otherwise any."""
+        recovering = self.cluster.recovery_remaining(self.s.chroot, self.s.group, self.s.topic)
+        if not recovering:
+            return self._pick()
+        view = self.view()
+        holders = {view["pids"].get(view["owners"].get(p)) for p in recovering}
+        alive = sorted((m for m in self.pool.alive() if m.pid in holders), key=lambda m: m.name)
+        if not alive:
+            return self._pick()
+        fault.detail["recovering"] = {str(p): n for p, n in sorted(recovering.items())}
+        return alive[self.rng.randrange(len(alive))]
+
     def _all_pids(self) -> list[int]:
         return [m.pid for m in self.pool.alive()]
 
@@ -139,7 +153,7 @@ class Chaos:
         fault.detail["registered"] = self._wait_registered(member, self.s.join_timeout_s)
 
     def leave(self, fault: Fault) -> None:
-        member = self._pick()
+        member = self._pick_recovering(fault)
         fault.pids, fault.detail["member"] = [member.pid], member.name
         try:
             fault.detail["exit"] = member.terminate(90)
@@ -153,7 +167,7 @@ class Chaos:
         member.kill()
 
     def zombie(self, fault: Fault) -> None:
-        member = self._pick()
+        member = self._pick_recovering(fault)
         fault.pids, fault.detail["member"] = [member.pid], member.name
         frozen_s = self.s.session_timeout_s + self.rng.uniform(*self.s.timing.zombie_past_session_s)
         self.pool.freeze(member)
@@ -189,7 +203,7 @@ class Chaos:
 
     def _deploy(self, fault: Fault, key: str, wanted: str) -> None:
         """Toggle ``channel.<key>`` of one member between the run's value and three quarters of it."""
-        member = self._pick()
+        member = self._pick_recovering(fault) if wanted == "resubscribe" else self._pick()
         fault.pids, fault.detail["member"] = [member.pid], member.name
         original = self.pool.template["channel"][key]
         current = self.pool.configs[member.name]["channel"].get(key, original)

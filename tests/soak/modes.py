@@ -42,8 +42,8 @@ class ModeSettings:
     commit_interval_ms: int = 100
     periodic_interval_ms: int = 3000
     recovery_max_lag: int = 50
-    recovery_batch_max_events: int = 100
-    recovery_max_rate: int = 2000
+    recovery_batch_max_events: int = 20
+    recovery_max_rate: int = 40
     dispatcher_batch_max_events: int = 20
 
     def guarantee_params(self, mode: str, session_timeout_s: float) -> dict[str, Any]:

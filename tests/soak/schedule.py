@@ -84,26 +84,28 @@ class Plan:
 
 
 # The matrix's order: every kind once. A member joins first and leaves late, so the faults in
-# between hit a group of three or four; the kill comes early, so the resets and pauses after it
-# meet partitions just taken over (and, with recovery on, recovery ranges); every session
-# expiring at once comes last, and the drain sees the group recover from it.
+# between hit a group of three or four; the kill comes early, so the reset, the pause and the
+# freeze after it meet partitions just taken over (with recovery on, recovering the gap the kill
+# left), and the freeze in turn leaves a gap that the resubscribe meets; every session expiring
+# at once comes in the middle, so the pause, the restarts, the deletion, the leave and the reset
+# after it meet a whole group taking its partitions back (and recovering every partition's gap).
 MATRIX_ORDER = (
     "join",
     "deploy_in_place",
     "kill",
     "reset_offset",
     "pause_group",
+    "zombie",
     "zk_disconnect",
     "deploy_resubscribe",
-    "zombie",
     "reset_time",
+    "zk_expire",
     "pause_instance",
     "zk_restart",
     "out_of_range",
     "leave",
     "broker_restart",
     "reset_earliest",
-    "zk_expire",
 )
 assert sorted(MATRIX_ORDER) == sorted(KINDS)
 

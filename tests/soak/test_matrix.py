@@ -8,12 +8,14 @@ Each runs the soak's harness (:mod:`tests.soak.harness`): its own ZooKeeper and 
 
 Injected, once each and in a fixed order (:data:`tests.soak.schedule.MATRIX_ORDER`), 1.5 s
 apart: a member joining, a hot deploy in place, a SIGKILL, a reset to an offset, the group
-paused, ZooKeeper frozen for a third of the session timeout, a hot deploy that resubscribes, a
-member frozen (SIGSTOP) past the session timeout, a reset to a time, one instance paused,
-ZooKeeper restarted, records deleted ahead of a paused owner (its next fetch out of range), a
-member leaving (SIGTERM), the broker restarted, a reset to earliest, ZooKeeper frozen past the
-session timeout (every session expires); and all along, the first attempt of a seeded share
+paused, a member frozen (SIGSTOP) past the session timeout, ZooKeeper frozen for a third of the
+session timeout, a hot deploy that resubscribes, a reset to a time, ZooKeeper frozen past the
+session timeout (every session expires), one instance paused, ZooKeeper restarted, records
+deleted ahead of a paused owner (its next fetch out of range), a member leaving (SIGTERM), the
+broker restarted, a reset to earliest; and all along, the first attempt of a seeded share
 of batches fails (the dispatcher's subscriber answers 503 to a seeded share of first attempts).
+With recovery on, the freeze, the resubscribe and the leave pick a member that is recovering a
+gap when one is.
 
 Asserted: the checker (:mod:`tests.soak.checker`) counts every acknowledged event and finds no
 loss and no duplicate beyond what the row's guarantee allows for the fault that caused it
