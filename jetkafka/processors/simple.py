@@ -104,7 +104,8 @@ class SimpleKafkaProcessor(BatchEventProcessor):
         else is the channel's to handle (``None``): a lost partition, and an offset out of the
         broker's range, which ``channel.on_out_of_range`` moves; answering that one with
         ``get_next()`` would keep the partition where the broker has nothing, turn after turn."""
-        from jetkafka.channel.worker import OffsetOutOfRange  # here: the channel imports the processors
+        # Imported here: the channel imports the processors.
+        from jetkafka.channel.worker import OffsetOutOfRange
 
         if isinstance(error, (OffsetOutOfRange, PartitionLost)):
             return None

@@ -16,6 +16,7 @@ import json
 import re
 import sys
 from datetime import datetime
+from itertools import pairwise
 from pathlib import Path
 
 from tests.soak.checker import check
@@ -131,7 +132,7 @@ def zookeeper_hangs(run_dir: Path) -> list[float]:
     except FileNotFoundError:
         return []
     hangs = []
-    for line, after in zip(lines, lines[1:]):
+    for line, after in pairwise(lines):
         m = _ZK_LINE.match(line)
         if m and "WorkerService: Unexpected exception" in line and "NullPointerException" in after and "zkDb" in after:
             hangs.append(datetime.strptime(m[1], "%Y-%m-%dT%H:%M:%S,%f").timestamp())

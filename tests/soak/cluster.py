@@ -30,8 +30,8 @@ from kazoo.client import KazooClient
 
 from jetkafka.coordination.paths import GroupPaths
 from jetkafka.devstack import DevStack, LocalBroker, ServerProcess, ZooKeeperServer, client_config
-from jetkafka.recovery.ledger import RecoveryLedger
 from jetkafka.errors import DevStackError
+from jetkafka.recovery.ledger import RecoveryLedger
 from tests.support.group_watch import committed, consumer_pids, owners
 
 log = logging.getLogger("soak.cluster")

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from tests.soak.history import Callback, Delivery
 from tests.soak.report import format_table
-from tests.soak.world import A, B, TOPIC, only, two_members
+from tests.soak.world import TOPIC, A, B, only, two_members
+
 
 def test_a_clean_history_has_no_finding() -> None:
     w = two_members()
@@ -42,7 +43,7 @@ def test_an_acknowledged_event_never_delivered_is_lost() -> None:
 
 def test_a_stalled_partition_is_attributed_to_the_last_fault_on_its_owner() -> None:
     w = two_members()
-    w.deliver(1, 102.0, 0, range(0, 10))
+    w.deliver(1, 102.0, 0, range(10))
     w.commit(A, 0, 10, 102.1)
     w.fault("deploy_resubscribe", 103.0, 103.5, [1])
     w.fault("reset_offset", 104.0, 104.5, [1, 2], [3], id="elsewhere")  # another partition's reset

@@ -13,10 +13,10 @@ from datetime import datetime
 from pathlib import Path
 
 from tests.soak.check import _requests_as_deliveries, paused_windows, zookeeper_hangs
-from tests.soak.fencing import replay
 from tests.soak.checker import check
+from tests.soak.fencing import replay
 from tests.soak.report import Report
-from tests.soak.world import A, B, TOPIC, World, only, two_members
+from tests.soak.world import TOPIC, A, B, World, only, two_members
 
 EXPIRED = "uncommitted batches of an expired session"
 
@@ -212,7 +212,7 @@ def _recovering(killed: bool = True) -> World:
     w.ranges(A, 0, [(0, 100)], 101.0)
     w.deliver(1, 102.0, 0, range(100, 110))
     w.commit(A, 0, 110, 102.1)
-    w.deliver(1, 102.5, 0, range(0, 20), recovery=True)
+    w.deliver(1, 102.5, 0, range(20), recovery=True)
     w.ranges(A, 0, [(20, 100)], 102.6)
     w.deliver(1, 103.0, 0, range(20, 40), recovery=True)
     if killed:
@@ -259,7 +259,7 @@ def _reset_into_a_range(with_range: bool) -> World:
     w.reset(A, 0, 50, 103.2, "r1")
     w.deliver(1, 104.0, 0, range(50, 120))
     w.commit(A, 0, 120, 104.1)
-    w.deliver(1, 105.0, 0, range(0, 100), recovery=True)  # recovery reaches what live read again
+    w.deliver(1, 105.0, 0, range(100), recovery=True)  # recovery reaches what live read again
     if with_range:
         w.ranges(A, 0, [], 105.1)
     return w
@@ -282,7 +282,7 @@ def test_records_left_in_a_recovery_range_are_stalled_unless_deleted_from_it() -
         w.ranges(A, 0, [(0, 100)], 101.0)
         w.deliver(1, 102.0, 0, range(100, 110))
         w.commit(A, 0, 110, 102.1)
-        w.deliver(1, 102.5, 0, range(0, 50), recovery=True)
+        w.deliver(1, 102.5, 0, range(50), recovery=True)
         w.ranges(A, 0, [(50, 100)], 102.6)
         w.produce(0, range(50, 100))
         if deleted:  # the broker deleted below 115 while [50, 100) waited: trimmed, counted as lost
