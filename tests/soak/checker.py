@@ -118,12 +118,15 @@ def _explain(first: Delivery, again: Delivery, t: Timeline, g: Guarantee, timeou
         if again.at >= session.closed - TOLERANCE_S:
             if t.done(topic, p, o, session.closed):
                 return Cause(kind, "re-read below the offset committed before the expiry", False), None
-            # Nobody may have finished it since: the re-read must come from the expiry.
-            if not t.done(topic, p, o, again.at):
+            # Nobody may have finished it since: the re-read must come from the expiry. (A
+            # commit stamped within the tolerance of ``again`` may be the one that followed it:
+            # a dispatcher commits right after a batch's last request, and ZooKeeper stamps in
+            # whole milliseconds.)
+            if not t.done(topic, p, o, again.at - TOLERANCE_S):
                 return _after_expiry(first, kind, session, g, t)
     if not t.held(first):
         return Cause(around(), "first delivered by an instance that did not hold the partition", False), None
-    if t.done(topic, p, o, again.at):
+    if t.done(topic, p, o, again.at - TOLERANCE_S):
         return Cause(around(), "re-read below the committed offset", False), None
     if first.pid == again.pid and t.hold_of(first) == t.hold_of(again):
         return Cause(around(), "delivered twice within one hold", False), None

@@ -162,6 +162,25 @@ def test_dispatcher_after_zookeeper_froze_past_the_session_is_bound_by_time_not_
     assert only(report.duplicated) == {("zk_expire", EXPIRED, True): 30}
 
 
+def test_a_re_sent_record_whose_commit_zookeeper_stamped_in_the_same_millisecond_is_not_a_re_read() -> None:
+    w = two_members()
+    w.deliver(1, 102.0, 0, range(10), epoch=1)
+    w.commit(A, 0, 10, 102.1)
+    w.fault("zk_expire", 102.2, 109.0, [1, 2])
+    w.deliver(1, 102.5, 0, range(10, 20), epoch=1)  # sent into the freeze, never committed
+    w.expire(A, 109.0)
+    w.member(0xA2, 1, 109.5)  # the same process, a new session, takes the partition back
+    w.take(0xA2, 0, 10, 109.6)  # token 3
+    w.deliver(1, 110.0004, 0, range(10, 20), epoch=3)
+    w.commit(0xA2, 0, 20, 110.0)  # stamped 110.000: the commit that follows the batch's last request
+    report = w.check("dispatcher", batch_max_events=20, session_timeout_s=4)
+    assert only(report.duplicated) == {("zk_expire", EXPIRED, True): 10}
+    w.deliver(1, 110.5, 0, range(15, 16), epoch=3)  # sent again half a second after that commit
+    assert only(w.check("dispatcher", batch_max_events=20, session_timeout_s=4).duplicated)[
+        ("zk_expire", "re-read below the committed offset", False)
+    ] == 1
+
+
 def _woken(stale_records: int) -> World:
     w = two_members()
     w.deliver(1, 102.0, 0, range(10), epoch=1)
