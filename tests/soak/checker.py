@@ -60,6 +60,7 @@ from itertools import pairwise
 from tests.soak.fencing import Session, ZooKeeperHistory
 from tests.soak.guarantee import CRASH_KINDS, EXPIRY_KINDS, Guarantee, guarantee_for
 from tests.soak.history import Callback, Delivery, Fault
+from tests.soak.losses import lost_cause
 from tests.soak.report import Cause, Finding, Report
 from tests.soak.timeline import TOLERANCE_S, Timeline
 
@@ -177,43 +178,6 @@ def _over_budget(kind: str, group: Budget, firsts: list[Delivery], g: Guarantee)
     return None
 
 
-def _lost_cause(partition: int, offset: int, t: Timeline, topic: str, g: Guarantee, timeout: float) -> Cause:
-    for f in t.faults:
-        if f.kind == "out_of_range" and partition in f.partitions:
-            low, high = f.detail.get("committed", 0), f.detail.get("deleted_below", 0)
-            if offset < high and (low <= offset or t.zk.in_ranges(topic, partition, offset, f.start, f.end)):
-                return Cause("out_of_range", "deleted from the broker before anyone read it", True)
-    reset = t.reset_skipping(partition, offset)
-    if reset is not None:
-        return Cause(reset, "skipped on purpose by a forward reset", True)
-    if g.loses_failed_batch and t.failure_covering(partition, offset) is not None:
-        return Cause("processor_raise", "its handler raised and the batch, committed already, is not retried", True)
-    if g.loses_batch_in_hand:
-        cause = _lost_in_hand(partition, offset, t, topic, timeout)
-        if cause is not None:
-            return cause
-    if t.done(topic, partition, offset, float("inf")):
-        return Cause("unattributed", "skipped: the group committed past it", False)
-    stuck = t.stalled_after(topic, partition)
-    return Cause(stuck.kind if stuck else "unattributed", "stalled: the partition never got this far", False)
-
-
-def _lost_in_hand(partition: int, offset: int, t: Timeline, topic: str, timeout: float) -> Cause | None:
-    """At most once: the commit that went past ``offset`` was its writer's last for the
-    partition, and the writer's session then expired: the batch was in hand when it was lost."""
-    writes = [w for w in t.zk.writes if (w.topic, w.partition) == (topic, partition)]
-    covering = next((w for w in writes if w.previous is not None and w.offset is not None and w.previous <= offset < w.offset), None)
-    if covering is None:
-        return None
-    session = t.zk.sessions.get(covering.session)
-    later = any(w.session == covering.session and w.zxid > covering.zxid for w in writes)
-    if session is None or not session.expired or later:
-        return Cause("unattributed", "committed before delivery, and never delivered", False)
-    kind = t.expiry_kind(session, timeout)
-    allowed = kind in EXPIRY_KINDS or session.id in t.expired_by_server
-    return Cause(kind, "committed before delivery; the instance was lost with the batch in hand", allowed)
-
-
 def check(
     *,
     mode: str,
@@ -260,7 +224,7 @@ def check(
             broker_lost += 1
             cause = Cause("broker_restart", "the broker acknowledged it, then gave its offset to another record", True)
         else:
-            cause = _lost_cause(p, o, t, topic, g, session_timeout_s)
+            cause = lost_cause(p, o, t, topic, g, session_timeout_s)
         lost[cause].add(f"id {ident} at {topic}[{p}] offset {o}")
     reused = sum(len(ids) - 1 for ids in ids_at.values() if len(ids) > 1)
     if reused:
