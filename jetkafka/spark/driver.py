@@ -198,14 +198,15 @@ class MicroBatchDriver:
 
     def _call_fn(self, df: Any, batch: MicroBatch) -> None:
         assert batch.batch_id is not None
-        if self.fence_parameter is None:
-            self.fn(df, batch.batch_id)
-            return
         fence = BatchFence(batch.batch_id, batch.slices, self.context, self.collector)
-        if self.fence_parameter == "keyword":
-            self.fn(df, batch.batch_id, fence=fence)
-        else:
-            self.fn(df, batch.batch_id, fence)
+        # Also for a fn that does not take it: jetkafka's own sinks find it there.
+        with fence.current():
+            if self.fence_parameter is None:
+                self.fn(df, batch.batch_id)
+            elif self.fence_parameter == "keyword":
+                self.fn(df, batch.batch_id, fence=fence)
+            else:
+                self.fn(df, batch.batch_id, fence)
 
     def _await_lease(self, batch: MicroBatch) -> bool:
         """Wait while the local lease is out (False if stopping meanwhile).
