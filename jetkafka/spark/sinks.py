@@ -59,6 +59,10 @@ class Publication:
     existing: list[str] = field(default_factory=list)  # already published by an earlier run: kept
     skipped: list[str] = field(default_factory=list)  # not published: the fence said not held
 
+    def published_slices(self) -> set[tuple[str, int]]:
+        """(topic, partition) of every slice this write made visible."""
+        return {key for key in map(_slice_of, self.published) if key is not None}
+
 
 @dataclass
 class StagedWrite:

@@ -79,6 +79,7 @@ class _Timeline:
         ]
         self.faults.sort(key=lambda f: f.start)
         self._starts = [f.start for f in self.faults]
+        self.tails_lost: dict[int, int] = {}  # partition -> lowest offset the broker gave out twice
         # Each partition a reset moved, as ZooKeeper applied it: (time, old, new, fault kind).
         kind_of = {str(f.detail.get("id")): f.kind for f in self.faults if f.kind in RESET_KINDS}
         self.resets: dict[int, list[tuple[float, int, int, str]]] = defaultdict(list)
@@ -199,6 +200,17 @@ class _Timeline:
         return scheduled
 
 
+def _lost_tail_fault(t: _Timeline, partition: int, offset: int, at: float) -> Fault | None:
+    """The broker restart that lost ``partition``'s tail just above ``offset`` around ``at``."""
+    cut = t.tails_lost.get(partition)
+    if cut is None or not offset < cut:
+        return None
+    for f in t.faults:
+        if f.kind == "broker_restart" and f.start - AFTERMATH_S <= at <= f.end + AFTERMATH_S:
+            return f
+    return None
+
+
 def _expiry_kind(t: _Timeline, session: Session, timeout: float) -> str:
     fault = t.fault_for_expiry(session.pid or -1, session.closed or 0, timeout)
     return fault.kind if fault is not None else "unscheduled session expiry"
@@ -218,6 +230,11 @@ def _explain(first: Delivery, again: Delivery, t: _Timeline, timeout: float) -> 
     reset = t.reset_covering(p, o, first.at, again.at)
     if reset is not None:
         return Cause(reset, "re-read on purpose by a backwards reset", True)
+    restart = _lost_tail_fault(t, p, o, first.at)
+    if restart is not None:
+        # The broker lost this partition's tail just above the record: what was read after the
+        # last commit is read again from it (docs/processors.md, offsets out of range).
+        return Cause(restart.kind, "read again after the broker lost the partition's tail", True)
 
     def around() -> str:
         fault = t.context(again, (first.pid, again.pid))
@@ -316,6 +333,11 @@ def check(
             f"the broker acknowledged {reused} offset(s) a second time, for another record: it had lost the first "
             f"(a defect of the dev broker, not of jetkafka); {broker_lost} of those lost records were never delivered"
         )
+    # Where the broker lost each partition's tail: the lowest offset it gave out twice.
+    t.tails_lost = {}
+    for (p, o), ids in ids_at.items():
+        if len(ids) > 1 and (p not in t.tails_lost or o < t.tails_lost[p]):
+            t.tails_lost[p] = o
     duplicated: dict[Cause, Finding] = defaultdict(Finding)
     for (p, o, _ident), ds in by_record.items():
         if len(ds) < 2:
