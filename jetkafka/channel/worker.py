@@ -276,36 +276,43 @@ class BatchRunner:
                 error,
             )
             return
+        # What the processor is done with: its last commit, landed or on its way. Fetched and
+        # delivered records past it were never committed, so the move must not commit over them.
+        done_to = state.last_commit if state.last_commit is not None else state.position
         if offset >= low:
             # Not below the log's start, so above its end when the fetch failed: the log lost its
             # tail (an unclean leader election, a restored broker). Records written since get the
-            # offsets from the end on, so reading goes on at the end; the policy's "earliest"
-            # would re-deliver the whole partition.
-            target = min(offset, high)
-            self.stats.events_lost(state.key, "truncated", offset - target)
+            # offsets from the end on, so reading goes on at the end, or at the last commit if
+            # that is lower (records after it are still there, uncommitted); the policy's
+            # "earliest" would re-deliver the whole partition.
+            target = min(done_to, high)
+            self.stats.events_lost(state.key, "truncated", done_to - target)
             log.error(
-                "%s[%d]: offset %d is past the end of the log (%d): %d records this group already "
-                "processed are gone from the broker (log truncated); continuing at offset %d",
+                "%s[%d]: offset %d is past the end of the log (%d): %d records this group had processed are gone "
+                "from the broker (log truncated); continuing at offset %d%s",
                 state.topic,
                 state.partition,
                 offset,
                 high,
-                offset - target,
+                done_to - target,
                 target,
+                " (the last commit: what was read after it is still there, uncommitted)" if target < high else "",
             )
         else:
-            # Below the log's start: records deleted (retention) before they were read.
+            # Below the log's start: records deleted (retention) before the group was done with
+            # them; what was fetched after the last commit is dropped with the buffer too.
             target = low if policy == "earliest" else high
-            self.stats.events_lost(state.key, "retention", low - offset)
+            self.stats.events_lost(state.key, "retention", low - min(done_to, offset))
             if target > low:
                 self.stats.events_lost(state.key, "skipped", target - low)
             log.error(
-                "%s[%d]: %s; %d records were deleted before they were read; continuing at %s offset %d "
-                "(channel.on_out_of_range)%s",
+                "%s[%d]: %s; %d records after the last commit (%d) were deleted before the group was done with "
+                "them; continuing at %s offset %d (channel.on_out_of_range)%s",
                 state.topic,
                 state.partition,
                 error,
-                low - offset,
+                low - min(done_to, offset),
+                done_to,
                 policy,
                 target,
                 f", skipping {target - low} more" if target > low else "",

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 
 from jetkafka.coordination.offsets import CommitUncertain
 from jetkafka.errors import CommitFenced, OffsetMoved
@@ -172,7 +172,9 @@ class MicroBatchDriver:
                 if step == "fn":
                     self.stats.failures += 1
                 backoff_ms = self._backoff_ms(attempt)
-                log.error(
+                # ZooKeeper out of reach while recording is an outage, not a bug: no traceback.
+                unreachable = step == "record" and isinstance(exc, (KazooException, CommitUncertain))
+                (log.warning if unreachable else log.error)(
                     "micro-batch %s (%s): %s failed (attempt %d): %s: %s; nothing committed, retrying in %d ms",
                     batch.batch_id,
                     batch.ranges(),
@@ -181,7 +183,7 @@ class MicroBatchDriver:
                     type(exc).__name__,
                     exc,
                     backoff_ms,
-                    exc_info=exc if attempt == 1 else None,
+                    exc_info=exc if attempt == 1 and not unreachable else None,
                 )
                 self._stop.wait(backoff_ms / 1000)
                 continue
@@ -198,14 +200,15 @@ class MicroBatchDriver:
 
     def _call_fn(self, df: Any, batch: MicroBatch) -> None:
         assert batch.batch_id is not None
-        if self.fence_parameter is None:
-            self.fn(df, batch.batch_id)
-            return
         fence = BatchFence(batch.batch_id, batch.slices, self.context, self.collector)
-        if self.fence_parameter == "keyword":
-            self.fn(df, batch.batch_id, fence=fence)
-        else:
-            self.fn(df, batch.batch_id, fence)
+        # Also for a fn that does not take it: jetkafka's own sinks find it there.
+        with fence.current():
+            if self.fence_parameter is None:
+                self.fn(df, batch.batch_id)
+            elif self.fence_parameter == "keyword":
+                self.fn(df, batch.batch_id, fence=fence)
+            else:
+                self.fn(df, batch.batch_id, fence)
 
     def _await_lease(self, batch: MicroBatch) -> bool:
         """Wait while the local lease is out (False if stopping meanwhile).

@@ -16,7 +16,8 @@ ask, right before it makes a slice visible, whether this run still owns it:
   it was not repositioned since.
 
 A batch function opts in by taking a third parameter, or a keyword parameter named ``fence``;
-``fn(df, batch_id)`` keeps working unchanged.
+``fn(df, batch_id)`` keeps working unchanged, and a sink it calls on the same thread finds the
+fence with :func:`current_fence` (``ParquetSink`` does).
 
 Guarantee and limits: a check is true when made; a process frozen between a check and the write
 that follows can still write late. That window is what tokens (compared by the sink itself) or a
@@ -28,7 +29,9 @@ thread ``fn`` uses.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from jetkafka.errors import JetkafkaError
@@ -97,12 +100,43 @@ class BatchFence:
             return "is not in this micro-batch"
         if self._context.hold(*key) is not s.hold:
             return "is no longer held by this instance (lost or released)"
-        if not self._collector.is_current(s):
+        if not self._collector.is_current(s) or (s.hold is not None and s.hold.committed != s.start):
             return "was repositioned or given up since its events were gathered"
         return None
 
+    @contextmanager
+    def publishing(self, topic: str, partition: int) -> Iterator[bool]:
+        """Hold the slice's partition still while its output is made visible: inside, True if
+        this run may publish it. The partition's lease lock is held meanwhile, so no commit
+        under it (a reset's, above all) can land between the check and the publication: a
+        reset either came first, and the slice is refused, or waits until it is out."""
+        s = self._slices.get((topic, partition))
+        if s is None or s.hold is None:
+            yield False
+            return
+        with s.hold.settled():
+            yield self.holds(topic, partition)
+
+    @contextmanager
+    def current(self) -> Iterator[BatchFence]:
+        """Make this the fence :func:`current_fence` returns while the batch function runs."""
+        token = _CURRENT.set(self)
+        try:
+            yield self
+        finally:
+            _CURRENT.reset(token)
+
     def __repr__(self) -> str:
         return f"BatchFence(batch {self.batch_id}, tokens {self.tokens})"
+
+
+_CURRENT: ContextVar[BatchFence | None] = ContextVar("jetkafka_batch_fence", default=None)
+
+
+def current_fence() -> BatchFence | None:
+    """The fence of the micro-batch whose function runs on this thread, if any: a sink called
+    from ``fn(df, batch_id)`` without the fence checks it all the same."""
+    return _CURRENT.get()
 
 
 def fence_parameter(fn: Callable[..., Any]) -> str | None:

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
+from jetkafka.spark.fence import current_fence
 from jetkafka.spark.publish import OBJECT_STORE_SCHEMES, SliceFiles, files_for, scheme_of
 
 if TYPE_CHECKING:
@@ -58,6 +59,10 @@ class Publication:
     existing: list[str] = field(default_factory=list)  # already published by an earlier run: kept
     skipped: list[str] = field(default_factory=list)  # not published: the fence said not held
 
+    def published_slices(self) -> set[tuple[str, int]]:
+        """(topic, partition) of every slice this write made visible."""
+        return {key for key in map(_slice_of, self.published) if key is not None}
+
 
 @dataclass
 class StagedWrite:
@@ -70,23 +75,24 @@ class StagedWrite:
     leaves: list[str]  # relative paths of the staged leaf slice directories
 
     def publish(self, fence: BatchFence | None = None) -> Publication:
-        """Move each staged slice into place unless one is there already; with ``fence``, only
-        while it holds. Raises :class:`~jetkafka.spark.fence.StaleWriter` when the fence's lease
+        """Move each staged slice into place unless one is there already; with ``fence`` (or the
+        micro-batch's own, :func:`~jetkafka.spark.fence.current_fence`), only while it holds,
+        each check and publication made with the partition's lease held still. Raises :class:`~jetkafka.spark.fence.StaleWriter` when the fence's lease
         ran out (slices published before that stay). The staging directory is removed."""
+        fence = fence if fence is not None else current_fence()
         result = Publication()
         try:
             for leaf in self.leaves:
-                if fence is not None:
-                    fence.check_lease()
-                    key = _slice_of(leaf)
-                    if key is not None and key in fence.tokens and not fence.holds(*key):
+                key = _slice_of(leaf)
+                if fence is None or key is None or key not in fence.tokens:
+                    self._publish(leaf, result)
+                    continue
+                fence.check_lease()
+                with fence.publishing(*key) as allowed:
+                    if allowed:
+                        self._publish(leaf, result)
+                    else:
                         result.skipped.append(leaf)
-                        continue
-                target = self.files.join(self.sink.path, leaf)
-                if self.files.publish(self.files.join(self.staging, leaf), target):
-                    result.published.append(leaf)
-                else:
-                    result.existing.append(leaf)
         finally:
             self.discard()
         log.info(
@@ -104,6 +110,13 @@ class StagedWrite:
                 ", ".join(result.skipped),
             )
         return result
+
+    def _publish(self, leaf: str, result: Publication) -> None:
+        target = self.files.join(self.sink.path, leaf)
+        if self.files.publish(self.files.join(self.staging, leaf), target):
+            result.published.append(leaf)
+        else:
+            result.existing.append(leaf)
 
     def discard(self) -> None:
         """Remove the staging directory (what was published is not in it any more)."""

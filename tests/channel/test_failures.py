@@ -191,3 +191,40 @@ def test_out_of_range_fail_halts_until_repositioned(zk, zk_connect, kafka_config
         wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 100})
         assert halted() == 0
     assert sorted(proc.ids()) == list(range(50, 100))
+
+
+class SeeksPastTheEnd(RecordingProcessor):
+    """Answers its first batch with ``get_next().seek(500)``, past the log's end, committing
+    nothing; advances every later batch."""
+
+    def __init__(self) -> None:
+        super().__init__(self._respond)
+        self.first = True
+
+    def _respond(self, source: PartitionSource, events: EventBatch) -> BatchResponse:
+        if self.first:
+            self.first = False
+            return BatchResponse.get_next().seek(500)
+        return BatchResponse.advance()
+
+    def on_reposition(self, source: PartitionSource, old_offset: int, reason: str) -> None:
+        self.record("reposition", source, (old_offset, source.head_offset, reason))
+
+
+def test_out_of_range_past_the_end_never_commits_over_what_was_not_committed(
+    zk, zk_connect, kafka_config, topic_factory, produce
+) -> None:
+    """A processor that gathers without committing (as the Spark processor does) is past the
+    log's end while its last commit is below it: the records between are still on the broker
+    and were never committed. The move goes back to the last commit, not to the end, so they
+    are delivered again instead of being committed unseen."""
+    topic = topic_factory(partitions=1)
+    produce(topic, values(100, 1))
+    proc = SeeksPastTheEnd()
+    with make_channel(zk_connect, kafka_config, topic, proc, batch_max_events=10) as channel:
+        wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 100}, what="every record committed")
+        lost = channel.stats.loss_counts()
+    offsets = [offset for _, _, offset, _ in proc.delivered]
+    assert offsets == list(range(10)) + list(range(100)), offsets[:20]
+    assert proc.calls_named("reposition") == [("reposition", (topic, 0), (500, 0, "out_of_range"))]
+    assert lost == {"retention": 0, "skipped": 0, "truncated": 0}  # nothing processed was gone

@@ -88,6 +88,11 @@ def _explain(first: Delivery, again: Delivery, t: Timeline, g: Guarantee, timeou
     reset = t.reset_covering(topic, p, o, first.at, again.at)
     if reset is not None:
         return Cause(reset, "re-read on purpose by a backwards reset", True), None
+    restart = t.lost_tail_fault(p, o, first.at)
+    if restart is not None:
+        # The broker lost this partition's tail just above the record: what was read after the
+        # last commit is read again from it (docs/processors.md, offsets out of range).
+        return Cause(restart.kind, "read again after the broker lost the partition's tail", True), None
 
     def around() -> str:
         fault = t.context(again, (first.pid, again.pid))
@@ -232,6 +237,10 @@ def check(
             f"the broker acknowledged {reused} offset(s) a second time, for another record: it had lost the first "
             f"(a defect of the dev broker, not of jetkafka); {broker_lost} of those lost records were never delivered"
         )
+    # Where the broker lost each partition's tail: the lowest offset it gave out twice.
+    for (p, o), ids in ids_at.items():
+        if len(ids) > 1 and (p not in t.tails_lost or o < t.tails_lost[p]):
+            t.tails_lost[p] = o
     duplicated: dict[Cause, Finding] = defaultdict(Finding)
     budgets: dict[Budget, list[tuple[Cause, Delivery, str]]] = defaultdict(list)
     for (p, o, _ident), ds in by_record.items():

@@ -150,7 +150,8 @@ class SimpleRecorder(SimpleKafkaProcessor):
 def slice_writer(path: str, log: str, seed: int = 0, raise_rate: float = 0.0) -> Callable[[Any, int], None]:
     """A Spark ``fn`` writing each event's id to a :class:`ParquetSink` at ``path``.
 
-    Each write is followed by one ``S`` line per (topic, partition) slice in ``log``; the first
+    Each write is followed by one ``S`` line per (topic, partition) slice it published in ``log``,
+    timed when the write began (the publication comes after, within it); the first
     run of a seeded share of batch ids raises before writing (an ``R`` line with the batch id as
     partition ``-1``).
     """
@@ -169,16 +170,20 @@ def slice_writer(path: str, log: str, seed: int = 0, raise_rate: float = 0.0) ->
             os.write(fd, f"R {pid} {time.time():.6f} - -1 {batch_id} 0\n".encode())
             raise InjectedFailure(f"micro-batch {batch_id}: injected failure, first run")
         rows = df.select("topic", "partition", "offset", F.col("value").alias("id"))
-        sink.write(rows, batch_id)
+        # Publication happens between these two instants: the earlier one is what the checker
+        # compares with resets and expiries (a slice published after a reset is refused).
+        started = time.time()
+        publication = sink.write(rows, batch_id)
+        published = publication.published_slices()
         ranges = rows.groupBy("topic", "partition").agg(
             F.min("offset").alias("first"), F.max("offset").alias("last"), F.count("*").alias("n")
         ).collect()
-        now = time.time()
         os.write(
             fd,
             "".join(
-                f"S {pid} {now:.6f} {batch_id} {r['topic']} {r['partition']} {r['first']} {r['last']} {r['n']}\n"
+                f"S {pid} {started:.6f} {batch_id} {r['topic']} {r['partition']} {r['first']} {r['last']} {r['n']}\n"
                 for r in ranges
+                if (r["topic"], r["partition"]) in published
             ).encode(),
         )
 

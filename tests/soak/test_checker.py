@@ -273,6 +273,30 @@ def test_an_offset_lowered_to_a_truncated_logs_new_end_is_allowed_and_only_over_
             assert any("1 committed offset(s) lowered to the log's new end" in n for n in report.notes)
 
 
+def test_records_read_again_below_a_tail_the_broker_lost_are_allowed_only_around_its_restart() -> None:
+    """The broker lost offsets 5.. of the partition (it gave them out again): what the owner had
+    read after its last commit, 3 and 4, is read again from the last commit. Allowed around
+    that broker restart; the same re-read with no restart near is a violation."""
+    for restart_at, violations in ((103.0, 0), (300.0, 2)):
+        w = two_members()
+        w.deliver(1, 102.0, 0, range(3))
+        w.commit(A, 0, 3, 102.1)
+        w.deliver(1, 102.5, 0, range(3, 5))  # read, not committed
+        w.fault("broker_restart", restart_at, restart_at + 2.0, [1, 2])
+        for o in range(5, 8):  # lost with the tail, then given to new records
+            w.acked[5000 + o] = (0, o)
+            w.acked[6000 + o] = (0, o)
+        w.deliveries.extend(
+            Delivery(1, 106.0, TOPIC, 0, o, o, len(w.deliveries) + i) for i, o in enumerate(range(3, 5))
+        )
+        report = w.check()
+        assert sum(f.count for c, f in report.duplicated.items() if not c.allowed) == violations, format_table(report)
+        if violations == 0:
+            assert only(report.duplicated) == {
+                ("broker_restart", "read again after the broker lost the partition's tail", True): 2
+            }
+
+
 def test_a_partition_left_without_an_owner_is_a_violation_unless_zookeeper_was_down() -> None:
     w = two_members()
     w.take(B, 1, 0, 101.0)

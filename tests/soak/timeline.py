@@ -39,6 +39,7 @@ class Timeline:
         ]
         self.faults.sort(key=lambda f: f.start)
         self._starts = [f.start for f in self.faults]
+        self.tails_lost: dict[int, int] = {}  # partition -> lowest offset the broker gave out twice
         # Each partition a reset moved, as ZooKeeper applied it: (time, old, new, fault kind).
         kind_of = {str(f.detail.get("id")): f.kind for f in self.faults if f.kind in RESET_KINDS}
         self.resets: dict[int, list[tuple[float, int, int, str]]] = defaultdict(list)
@@ -156,6 +157,16 @@ class Timeline:
         for _at, old, new, kind in self.resets.get(partition, []):
             if old <= offset < new:
                 return kind
+        return None
+
+    def lost_tail_fault(self, partition: int, offset: int, at: float) -> Fault | None:
+        """The broker restart that lost ``partition``'s tail just above ``offset`` around ``at``."""
+        cut = self.tails_lost.get(partition)
+        if cut is None or not offset < cut:
+            return None
+        for f in self.faults:
+            if f.kind == "broker_restart" and f.start - AFTERMATH_S <= at <= f.end + AFTERMATH_S:
+                return f
         return None
 
     def failure_covering(self, partition: int, offset: int) -> Callback | None:

@@ -62,6 +62,13 @@ class Writer:
         self.calls.append((batch_id, published(result)))
 
 
+class PlainWriter(Writer):
+    """The same as a plain ``fn(df, batch_id)``: it never sees the fence, ParquetSink finds it."""
+
+    def __call__(self, df: Any, batch_id: int) -> None:  # type: ignore[override]
+        super().__call__(df, batch_id)
+
+
 class Feed:
     """Events produced into a topic, with the (partition, offset) of each id."""
 
@@ -130,15 +137,19 @@ def test_backward_reset_after_everything_committed_commits_again(spark, zk, zk_c
     assert copies(out, feed) == expected
 
 
+@pytest.mark.parametrize("writer", [Writer, PlainWriter], ids=["fn with the fence", "fn(df, batch_id)"])
 @pytest.mark.parametrize("to", ["backward", "forward"])
-def test_reset_while_a_micro_batch_is_in_fn(spark, zk, zk_connect, kafka_config, topic_factory, produce, tmp_path, to) -> None:
+def test_reset_while_a_micro_batch_is_in_fn(
+    spark, zk, zk_connect, kafka_config, topic_factory, produce, tmp_path, to, writer
+) -> None:
     """The micro-batch inside ``fn`` when the reset lands was gathered from the old position:
-    it must neither commit its end over the reset nor publish its slices."""
+    it must neither commit its end over the reset nor publish its slices, whether or not the
+    batch function takes the fence."""
     topic = topic_factory(partitions=PARTITIONS)
     feed = Feed(topic, produce)
     feed.add(1_000)  # offsets 0..499 per partition
     out = str(tmp_path / "events")
-    fn = Writer(out)
+    fn = writer(out)
     channel, processor = start(spark, zk_connect, kafka_config, topic, fn)
     try:
         wait_until(lambda: committed(zk, topic) == {0: 500, 1: 500}, timeout=120, what="the first half committed")
