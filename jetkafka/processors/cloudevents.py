@@ -33,8 +33,12 @@ and the record at the new position starts as a first delivery.
 
 Guarantees: every record is delivered (2xx) or acknowledged by the dead-letter sink before
 its offset is committed (at least once). A batch ends with a commit of everything finished,
-so after a crash only the records finished since the last commit are sent again: at most the
-batch in flight (``channel.batch_max_events`` records, started at the committed offset). A
+made before the partition's next batch starts and not left to the commit pipeline (which sends
+at most one commit per ``channel.commit_interval_ms``), so after a crash only the records
+finished since the last commit are sent again: at most the batch in flight
+(``channel.batch_max_events`` records, started at the committed offset). When ZooKeeper does
+not answer that commit, the batch's ``advance()`` carries it and the channel retries it; until
+it lands a crash re-sends the batches finished meanwhile. A
 dead-lettered record is committed before the next record is sent, so it is dead-lettered twice
 only if the process dies between the sink's acknowledgement and that commit. A graceful
 release or shutdown sends nothing twice: ``on_stream_termination`` commits what was finished.
@@ -104,8 +108,23 @@ def _check_url(path: str, url: Any) -> str:
     return url  # type: ignore[no-any-return]
 
 
-def _resume_at(offset: int, last: int, wait_ms: int = 0) -> BatchResponse:
-    """Commit everything before ``offset`` and read on from it (after ``wait_ms``)."""
+def _resume_at(
+    source: PartitionSource, offset: int, last: int, wait_ms: int = 0, commit_now: bool = True
+) -> BatchResponse:
+    """Commit everything before ``offset`` and read on from it (after ``wait_ms``).
+
+    The commit is made here, before the partition's next batch, so that a crash re-sends at
+    most the batch in flight; the pipeline would fold several batches into one commit per
+    interval. ZooKeeper out of reach (or ``commit_now`` false: the local lease ran out, and a
+    call would only wait on it) leaves the commit to the response's ``advance()``, which the
+    channel retries. A refused commit raises :class:`CommitFenced` (the partition is lost).
+    """
+    if commit_now and source.committed_offset != offset:
+        try:
+            source.commit(offset)
+        except CommitUncertain as exc:
+            log.warning("%s[%d] offset %d: commit postponed, ZooKeeper out of reach (%s)",
+                        source.topic, source.partition, offset, exc)
     response = BatchResponse.advance()
     if offset <= last:
         response.seek(offset)
@@ -225,13 +244,13 @@ class HttpDispatcher(BatchEventProcessor):
         for index, record in enumerate(events):
             offset = record.offset
             if self._stopping.is_set() or (index and time.monotonic() >= deadline):
-                return _resume_at(offset, last)  # release and shutdown get their turn
+                return self._resume_at(source, offset, last)  # release and shutdown get their turn
             if index and self._context is not None and not self._context.lease_valid():
                 # A process woken after its session may have expired: another instance may be
                 # sending these records by now. Stop here; the commit of what was sent is fenced.
                 log.warning("%s[%d] offset %d: no answer from ZooKeeper within the local lease; the rest of "
                             "the batch waits", source.topic, source.partition, offset)
-                return _resume_at(offset, last)
+                return _resume_at(source, offset, last, commit_now=False)
             if index and self._hold(key) is not hold:
                 raise PartitionLost(source.topic, source.partition, "lost while delivering")
             try:
@@ -242,10 +261,14 @@ class HttpDispatcher(BatchEventProcessor):
                 # A bug or an unexpected library error: keep what was delivered, retry this record.
                 log.exception("%s[%d] offset %d: delivery raised; trying again in %d ms",
                               source.topic, source.partition, offset, _ERROR_WAIT_MS)
-                return _resume_at(offset, last, _ERROR_WAIT_MS)
+                return self._resume_at(source, offset, last, _ERROR_WAIT_MS)
             if wait_ms is not None:
-                return _resume_at(offset, last, wait_ms)
-        return BatchResponse.advance()
+                return self._resume_at(source, offset, last, wait_ms)
+        return self._resume_at(source, last + 1, last)
+
+    def _resume_at(self, source: PartitionSource, offset: int, last: int, wait_ms: int = 0) -> BatchResponse:
+        valid = self._context is None or self._context.lease_valid()
+        return _resume_at(source, offset, last, wait_ms, commit_now=valid)
 
     def on_stream_termination(self, source: PartitionSource) -> BatchResponse | None:
         self._pending.pop((source.topic, source.partition), None)
