@@ -3,6 +3,9 @@
 Guarantee: a partition is in at most one worker's hands at a time. A partition is queued only
 from IDLE, taken only from QUEUED, and returned to IDLE by the worker that took it, all under
 one lock; so events of one partition are processed by one thread at a time, in offset order.
+That holds across holds too: a partition lost and taken again has a new state while a worker
+may still be finishing the old one's batch; the new state waits, unqueued, until that turn
+ends.
 
 A partition is queued when it has work: buffered events, a batch to re-deliver, a release, a
 loss or a reposition to handle, or an idle callback due. ``wait(ms)`` responses and error
@@ -38,6 +41,14 @@ class PartitionQueue:
         self._timers: list[tuple[float, int, PartitionState]] = []
         self._seq = itertools.count()
         self._closed = False
+        # The state of each partition in a worker's hands, and a newer state of the same
+        # partition waiting for that turn to end.
+        self._in_hand: dict[tuple[str, int], PartitionState] = {}
+        self._after_turn: dict[tuple[str, int], PartitionState] = {}
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def _due(self, state: PartitionState, now: float) -> float | None:
         """0 if ``state`` has work now, a future time if it will, None if it waits for data."""
@@ -62,6 +73,10 @@ class PartitionQueue:
 
     def _offer_locked(self, state: PartitionState, now: float) -> None:
         if state.turn is not Turn.IDLE:
+            return
+        holder = self._in_hand.get(state.key)
+        if holder is not None and holder is not state:
+            self._after_turn[state.key] = state  # offered again when the holder's turn ends
             return
         due = self._due(state, now)
         if due == 0.0:
@@ -89,6 +104,7 @@ class PartitionQueue:
                 if self._ready:
                     state = self._ready.popleft()
                     state.turn = Turn.IN_HAND
+                    self._in_hand[state.key] = state
                     return state
                 wake = deadline
                 if self._timers:
@@ -119,7 +135,13 @@ class PartitionQueue:
         """The worker is done with its turn; the partition is queued again if it has work."""
         with self._cond:
             state.turn = Turn.IDLE
-            self._offer_locked(state, time.monotonic())  # wakes one worker if queued again
+            if self._in_hand.get(state.key) is state:
+                del self._in_hand[state.key]
+            now = time.monotonic()
+            self._offer_locked(state, now)  # wakes one worker if queued again
+            waiting = self._after_turn.pop(state.key, None)
+            if waiting is not None and waiting is not state:
+                self._offer_locked(waiting, now)
             self._turn_ended.notify_all()
 
     def wait_idle(self, state: PartitionState, timeout: float) -> bool:

@@ -59,3 +59,20 @@ def test_a_partition_without_work_or_a_closed_queue_is_given_back() -> None:
     assert queue.keep(a)
     queue.close()
     assert not queue.keep(a)
+
+
+def test_a_partition_taken_again_waits_for_the_old_holds_turn_to_end() -> None:
+    """Lost and taken again while a worker still runs a batch of the old hold: the new hold's
+    state must not reach a second worker before that turn ends (one thread per partition)."""
+    budget = BufferBudget(1000, 1 << 20)
+    queue = PartitionQueue(idle_ms=0)
+    old = with_backlog(0, budget)
+    queue.offer(old)
+    assert queue.take(timeout=1) is old  # a worker is in the old hold's batch
+    old.lost_reason = "session expired"
+    new = with_backlog(0, budget)  # the same partition, taken again
+    queue.offer(new)
+    assert queue.take(timeout=0.3) is None  # a second worker finds nothing to do
+    old.remove()
+    queue.give_back(old)  # the loss handled, the old turn over
+    assert queue.take(timeout=1) is new
