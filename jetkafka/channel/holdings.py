@@ -125,12 +125,14 @@ class PartitionHoldings:
                 old = self._states.get(lease.key)
                 self._states[lease.key] = state
                 self._budget.set_partitions(len(self._states))
+                # Decided with the state in the table, under its lock: a pause() or resume()
+                # from another thread either sees the state or comes before the decision.
+                if self._is_paused(lease.key):
+                    self._set_paused(state, True)
             membership.adopted(lease)
             if old is not None:  # lost and taken again before a worker handled the loss
                 old.lost_reason = old.lost_reason or "taken again"
             positions[lease.key] = offset
-            if self._is_paused(lease.key):
-                self._set_paused(state, True)
             queued.append(state)
         # One command for all: the first fetch then asks for every partition taken.
         if positions:

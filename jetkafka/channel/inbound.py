@@ -109,6 +109,9 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
         self._lease_lapsed = False  # logged once per lapse of the local lease
         self._running = False
         self._paused_all = False
+        # What the pause markers in ZooKeeper last asked for (a pause through the API is not
+        # theirs to undo): the next start's watch compares the markers with it.
+        self._marker_paused = False
         self._paused: set[Key] = set()
         self._pause_watch: PauseWatch | None = None
         self._pythonpath = tuple(pythonpath)
@@ -199,7 +202,11 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
 
                 self._metrics = attach_channel(self)
             self._pause_watch = PauseWatch(
-                self._controller.client, self._membership.paths, self.consumer_id, self._paused_from_zookeeper
+                self._controller.client,
+                self._membership.paths,
+                self.consumer_id,
+                self._paused_from_zookeeper,
+                applied=self._marker_paused,
             )
             self._membership.start()
         except BaseException:
@@ -264,6 +271,7 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
 
     def _paused_from_zookeeper(self, paused: bool) -> None:
         # Watch callbacks run on kazoo's thread; pausing writes to ZooKeeper, so hand it over.
+        self._marker_paused = paused
         if self._controller is not None:
             self._controller.call(self.pause if paused else self.resume)
 
@@ -398,6 +406,8 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
         while not self._workers_stop.is_set():
             state = queue.take(timeout=0.5)
             if state is None:
+                if queue.closed:  # a worker of an earlier start, outlasting its teardown
+                    return
                 continue
             try:
                 runner.run_turn(state)

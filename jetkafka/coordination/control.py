@@ -84,16 +84,24 @@ class PauseWatch:
 
     ``apply`` runs on kazoo's watch thread or a watch's timer thread (see
     :mod:`jetkafka.coordination.watches`), never two at once: it must only hand the change
-    over. The first call comes from the constructor when a marker exists already.
+    over. The first call comes from the constructor when the markers differ from ``applied``:
+    the state the markers had last put the instance in (a channel started again by a hot deploy
+    passes what its previous watch applied, so a marker removed while no watch ran still
+    resumes it).
     """
 
     def __init__(
-        self, client: KazooClient, paths: GroupPaths, consumer_id: str, apply: Callable[[bool], None]
+        self,
+        client: KazooClient,
+        paths: GroupPaths,
+        consumer_id: str,
+        apply: Callable[[bool], None],
+        applied: bool = False,
     ) -> None:
         self._apply = apply
         self._flags = {"group": False, "instance": False}
         self._lock = threading.Lock()
-        self._paused = False
+        self._paused = applied
         client.ensure_path(paths.paused)
         self._watches = [
             NodeWatch(client, paths.pause_marker(None), self._marker("group")),

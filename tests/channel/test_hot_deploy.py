@@ -197,6 +197,32 @@ def test_instance_started_while_group_paused_starts_paused(
         wait_until(lambda: len(proc.delivered) == 10)
 
 
+def test_a_pause_marker_removed_while_the_channel_restarts_resumes_it(
+    tmp_path, zk_connect, kafka_config, topic_factory, produce
+) -> None:
+    """A resubscribe stops the pause watch and starts a new one; `jetkafka resume` may land in
+    between. The new watch must still resume the channel, not keep it paused with no marker."""
+    topic = topic_factory(partitions=1)
+    path = tmp_path / "channel.yaml"
+    write_config(path, base(zk_connect, kafka_config, topic))
+    shell = [sys.executable, "-m", "jetkafka"]
+    proc = RecordingProcessor()
+    channel = InboundChannel.from_yaml(path, processor=proc)
+    channel.start()
+    try:
+        wait_until(lambda: len(channel.owned_partitions()) == 1)
+        subprocess.run([*shell, "pause", "--config", str(path)], timeout=60, check=True)
+        wait_until(lambda: channel.paused, what="paused through ZooKeeper")
+        channel.shutdown()  # what a resubscribe does first: stop, watch included
+        subprocess.run([*shell, "resume", "--config", str(path)], timeout=60, check=True)
+        produce(topic, values(10, 1))
+        channel.start()  # then start again
+        wait_until(lambda: len(proc.delivered) == 10, what="the events, the marker being gone")
+        assert not channel.paused
+    finally:
+        channel.shutdown()
+
+
 @pytest.fixture(autouse=True)
 def _quiet_kazoo() -> None:
     logging.getLogger("kazoo").setLevel(logging.WARNING)
