@@ -25,7 +25,7 @@ from jetkafka.channel.commit_pipeline import CommitPipeline
 from jetkafka.channel.failures import FailurePolicy
 from jetkafka.channel.partition import PartitionState
 from jetkafka.coordination.offsets import CommitUncertain
-from jetkafka.errors import CommitFenced, PartitionLost
+from jetkafka.errors import CommitFenced, OffsetMoved, PartitionLost
 from jetkafka.events import EventBatch, PartitionSource
 from jetkafka.processors.base import BatchEventProcessor, BatchResponse, ResponseKind
 
@@ -285,7 +285,10 @@ class BatchRunner:
             # offsets from the end on, so reading goes on at the end, or at the last commit if
             # that is lower (records after it are still there, uncommitted); the policy's
             # "earliest" would re-deliver the whole partition.
-            target = min(done_to, high)
+            landed = self._commit_past_end(state, high)
+            if landed is None:
+                return  # lost meanwhile: the next turn hands it over
+            target, done_to = landed
             self.stats.events_lost(state.key, "truncated", done_to - target)
             log.error(
                 "%s[%d]: offset %d is past the end of the log (%d): %d records this group had processed are gone "
@@ -317,7 +320,46 @@ class BatchRunner:
                 target,
                 f", skipping {target - low} more" if target > low else "",
             )
-        self._moved(state, target, "out_of_range", self._commit)
+        self._moved(state, target, "out_of_range", None if offset >= low else self._commit)
+
+    def _commit_past_end(self, state: PartitionState, high: int) -> tuple[int, int] | None:
+        """Commit where reading goes on after the log lost its tail: what the processor is done
+        with (its last commit, landed or on its way), or the log's new end ``high`` if lower.
+        Returns that offset and the one it was computed from; None if the partition was lost.
+
+        The commit is conditional on the landed commit it was computed from: a processor that
+        commits from its own thread meanwhile (the Spark driver, while the broker was asked for
+        the watermarks) is read again, so its commit is never lowered below what it covers
+        unless the log's end is lower.
+        """
+        for _ in range(5):
+            self._settle(state)
+            seen = state.committed
+            done_to = state.last_commit if state.last_commit is not None else state.position
+            target = min(done_to, high)
+            if seen == target and state.commit_pending is None:
+                return target, done_to
+            try:
+                self.membership.offsets.commit_many({state.key: (state.lease, target)}, expected={state.key: seen})
+            except OffsetMoved:
+                continue
+            except CommitFenced as exc:
+                self.stats.commit_refused(state.key, exc.cause)
+                state.lost_reason = exc.reason
+                return None
+            except CommitUncertain as exc:
+                state.commit_pending = target
+                state.not_before = time.monotonic() + 0.5
+                log.warning("%s[%d]: commit of offset %d postponed, ZooKeeper unreachable (%s)",
+                            state.topic, state.partition, target, exc)
+                return target, done_to
+            state.commit_pending = None
+            state.advanced = None
+            self.stats.committed(state.key, target)
+            if self.config.commit_to_kafka:
+                self.fetcher.mirror_commit(state.key, target)
+            return target, done_to
+        raise RuntimeError(f"{state.topic}[{state.partition}]: its committed offset kept moving; out of range again")
 
     def _move(self, state: PartitionState) -> None:
         """Carry out the oldest reposition filed on the partition (an offset reset)."""

@@ -107,7 +107,19 @@ class OffsetStore:
                 tx = self._client.transaction()
                 tx.check(owner_path, lease.owner_version)
                 tx.set_data(offset_path, value, version=lease.offset_version)
-                results = tx.commit()
+                try:
+                    results = tx.commit()
+                except (ConnectionLoss, OperationTimeoutError) as exc:
+                    if self._landed(offset_path, value, lease.offset_version + 1):
+                        lease.offset_version += 1
+                        lease.committed = offset
+                        return
+                    raise CommitUncertain(str(exc)) from exc
+                except SessionExpiredError:
+                    raise CommitFenced(
+                        lease.topic, lease.partition,
+                        f"commit of offset {offset} refused: ZooKeeper session expired", cause="session_expired",
+                    ) from None
                 failed = [r for r in results if isinstance(r, Exception)]
             if failed:
                 raise CommitFenced(

@@ -115,16 +115,20 @@ def _resume_at(
 
     The commit is made here, before the partition's next batch, so that a crash re-sends at
     most the batch in flight; the pipeline would fold several batches into one commit per
-    interval. ZooKeeper out of reach (or ``commit_now`` false: the local lease ran out, and a
-    call would only wait on it) leaves the commit to the response's ``advance()``, which the
-    channel retries. A refused commit raises :class:`CommitFenced` (the partition is lost).
+    interval. With ``commit_now`` false (the local lease ran out: ZooKeeper has not answered
+    for most of a session) or when the commit fails for any reason but fencing, it is left to
+    the response's ``advance()``, which the channel sends and retries; what was delivered is
+    never delivered again for it. A refused commit raises :class:`CommitFenced` (the partition
+    is lost, nothing more of it is sent).
     """
     if commit_now and source.committed_offset != offset:
         try:
             source.commit(offset)
-        except CommitUncertain as exc:
-            log.warning("%s[%d] offset %d: commit postponed, ZooKeeper out of reach (%s)",
-                        source.topic, source.partition, offset, exc)
+        except PartitionLost:
+            raise
+        except Exception as exc:
+            log.warning("%s[%d] offset %d: commit postponed to the channel (%s: %s)",
+                        source.topic, source.partition, offset, type(exc).__name__, exc)
     response = BatchResponse.advance()
     if offset <= last:
         response.seek(offset)
