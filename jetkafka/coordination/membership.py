@@ -123,6 +123,8 @@ class GroupMembership:
         # Held for a whole rebalance, so leaving the group can wait out one in progress.
         self._rebalancing = threading.Lock()
         self._leases: dict[Key, Lease] = {}
+        # Counts the sessions that expired: a take begun in an earlier one is not recorded.
+        self._expiries = 0
         self._releasing: set[Key] = set()
         # Holds the channel is done with whose owner node may still exist: deleted again.
         self._unreleased: dict[Key, Lease] = {}
@@ -296,6 +298,7 @@ class GroupMembership:
         now = time.monotonic()
         with self._lock:
             wanted = [p for p in plan.take if self._retake.get((topic, p), (0.0, 0.0))[0] <= now + RETAKE_SLACK_S]
+            expiries = self._expiries
         taken: list[Lease] = []
         try:
             while wanted and self._active:  # leaving the group: take nothing more
@@ -307,8 +310,19 @@ class GroupMembership:
                 chunk, wanted = wanted[:TAKE_CHUNK], wanted[TAKE_CHUNK:]
                 for lease in self.ownership.take_many(topic, chunk):
                     with self._lock:
-                        self._leases[lease.key] = lease
-                    taken.append(lease)
+                        # The session expired while the take was on its way and its leases were
+                        # cleared: this one is of the dead session (its owner node went with it,
+                        # or, taken just after a new session began, is deleted like a release).
+                        current = self._expiries == expiries
+                        if current:
+                            self._leases[lease.key] = lease
+                        else:
+                            self._unreleased[lease.key] = lease
+                    if current:
+                        taken.append(lease)
+                    else:
+                        log.warning("%s[%d]: taken as the ZooKeeper session expired; not held, taken again", *lease.key)
+                        self._controller.request_rebalance(self, "release retry", 0)
         finally:  # also when ZooKeeper fails half way: what was taken is handed over
             if taken:
                 log.info("rebalance (%s): took %s", reason, _fmt([lease.key for lease in taken]))
@@ -505,6 +519,7 @@ class GroupMembership:
     def session_lost(self) -> None:
         with self._lock:
             keys = list(self._leases)
+            self._expiries += 1
             self._leases.clear()
             self._releasing.clear()
             self._unreleased.clear()  # ephemeral: gone with the session

@@ -167,3 +167,65 @@ def test_an_owner_node_of_this_session_without_a_lease_is_deleted_and_taken_prop
         membership.stop()
         stop_client(observer)
     assert [r for r in caplog.records if "without a lease" in r.getMessage() and "[2]" in r.getMessage()]
+
+
+def test_partitions_taken_as_the_session_expires_are_not_held_on_a_dead_session(
+    zk_connect: str, controller: KafkaController
+) -> None:
+    """Injected: the session expires for real right after a rebalance's take transactions
+    succeeded, before their leases are recorded (the expiry's notice clears the leases first).
+    Asserted: no lease of the dead session is handed to the channel or kept; the new session
+    takes every partition again and its owner nodes exist."""
+    from tests.support.zk_faults import expire_session
+
+    holder = Holder()
+    handed: list[Lease] = []
+    adopt = holder.partitions_taken
+
+    def partitions_taken(leases: list[Lease]) -> None:
+        handed.extend(leases)
+        adopt(leases)
+
+    holder.partitions_taken = partitions_taken  # type: ignore[method-assign]
+    observer = started_client(zk_connect)
+    expired = threading.Event()
+    dead: list[int] = []
+
+    def start() -> GroupMembership:
+        membership = GroupMembership(controller, parse_config(config_for(zk_connect)).channel, holder, "a")
+        holder.membership = membership
+        take_many = membership.ownership.take_many
+
+        def take_then_expire(topic: str, partitions: list[int]) -> list[Lease]:
+            leases = take_many(topic, partitions)
+            if not expired.is_set():
+                dead.append(controller.client.client_id[0])
+                expired.set()
+                expire_session(controller.client)  # returns once the client has a new session
+            return leases
+
+        membership.ownership.take_many = take_then_expire  # type: ignore[method-assign]
+        membership.start()
+        return membership
+
+    membership = start()
+    try:
+        wait_until(expired.is_set, 15, "the injected expiry")
+        wait_until(lambda: owners(observer, "t") == {p: "a" for p in range(PARTITIONS)}, 20, "owner nodes of the new session")
+        session = controller.client.client_id[0]
+        wait_until(
+            lambda: len(holder.keys()) == PARTITIONS
+            and all(lease.session_id == session for lease in holder.adopted.values()),
+            20,
+            "every partition adopted under the new session",
+        )
+        for p in range(PARTITIONS):
+            stat = observer.exists(f"/consumers/g/owners/t/{p}")
+            assert stat is not None and stat.ephemeralOwner == session
+            lease = membership.lease(("t", p))
+            assert lease is not None and lease.session_id == session
+    finally:
+        membership.stop()
+        stop_client(observer)
+    stale = [lease.key for lease in handed if lease.session_id in dead]
+    assert not stale, f"leases of the expired session handed to the channel: {stale}"
