@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 
 from jetkafka.channel.partition import PartitionState
-from jetkafka.coordination.offsets import CommitUncertain, OffsetStore
+from jetkafka.coordination.offsets import CommitAnswerLate, CommitUncertain, OffsetStore
 from jetkafka.coordination.ownership import Lease
 from jetkafka.errors import CommitFenced
 
@@ -159,6 +159,11 @@ class CommitPipeline:
 
     def _answered(self, state: PartitionState, offset: int, error: Exception | None) -> None:
         """On the ZooKeeper client's completion thread."""
+        if isinstance(error, CommitAnswerLate):
+            # settle() gave up on it and later writes went out: retrying this older offset
+            # would move the partition back.
+            log.warning("%s[%d]: %s; ignored", state.topic, state.partition, error)
+            return
         send: int | None = None
         with self._answer:
             if error is None:

@@ -50,6 +50,11 @@ class CommitUncertain(Exception):
     """ZooKeeper could not be reached; the commit did not happen. Retry later."""
 
 
+class CommitAnswerLate(CommitUncertain):
+    """The answer to an asynchronous commit came after its writer stopped waiting for it
+    (:attr:`Lease.SETTLE_TIMEOUT_S`): later writes went out since, so it must change nothing."""
+
+
 class OffsetStore:
     def __init__(self, client: KazooClient, paths: GroupPaths) -> None:
         self._client = client
@@ -165,7 +170,7 @@ class OffsetStore:
         with lease.lock:
             if not lease.landing(flight):
                 # Given up on (see Lease.settled): the next write finds out where the node stands.
-                return CommitUncertain(f"the answer to the commit of offset {offset} came too late")
+                return CommitAnswerLate(f"the answer to the commit of offset {offset} came too late")
             try:
                 results = result.get_nowait()
             except SessionExpiredError:
