@@ -15,7 +15,11 @@ batch from the old position after ``on_reposition``.
 Failure modes: a partition released or lost before its turn comes fails its waiting moves with
 :class:`CommitFenced` (the partition's next owner applies pending resets at take-over). A
 waiter that gives up (:meth:`Move.cancel`) withdraws a move not yet started; one already
-started runs to its end, and its outcome is only logged.
+started runs to its end, and its outcome is only logged. A move whose commit got no answer
+(ZooKeeper out of reach: it may have landed) stays at the head of the partition's moves and is
+tried again in its next turns, before any batch; a retry finding the earlier attempt landed
+(the offset node holds the target under this hold) completes it, so the partition never goes
+on from the old position over a reset that took effect.
 """
 
 from __future__ import annotations
@@ -43,6 +47,9 @@ class Move:
         self._stage = PENDING
         self._old: int | None = None
         self._error: BaseException | None = None
+        # Its commit went out without an answer (it may have landed): tried again, by the
+        # worker only, before anything else of the partition; no longer withdrawable.
+        self.uncertain = False
 
     def start(self) -> bool:
         """By the worker: take the move on; False if its waiter withdrew it."""

@@ -364,7 +364,7 @@ class BatchRunner:
     def _move(self, state: PartitionState) -> None:
         """Carry out the oldest reposition filed on the partition (an offset reset)."""
         move = state.moves.popleft()
-        if not move.start():
+        if not move.uncertain and not move.start():
             return  # withdrawn by its waiter
         self._settle(state)  # a commit still travelling would land after this one
         old = state.committed
@@ -375,9 +375,21 @@ class BatchRunner:
             state.lost_reason = exc.reason
             move.fail(exc)
             return
-        except Exception as exc:
-            move.fail(exc)
+        except CommitUncertain as exc:
+            # Landed with its answer lost, or not at all: going on from the old position could
+            # write over a reset that took effect. The next turns try again first.
+            move.uncertain = True
+            state.moves.appendleft(move)
+            state.stalled_until = time.monotonic() + 0.5
+            log.warning("%s[%d]: reposition to offset %d not confirmed (%s); trying again before any batch",
+                        state.topic, state.partition, move.offset, exc)
             return
+        except Exception as exc:
+            # A retry whose first attempt had landed: the offset node was adopted at the target
+            # and the transaction's own checks (a reset's marker) now refuse it again.
+            if not (move.uncertain and state.committed == move.offset):
+                move.fail(exc)
+                return
         state.commit_pending = None
         self.stats.committed(state.key, move.offset)
         if self.config.commit_to_kafka:

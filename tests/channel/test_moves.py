@@ -221,3 +221,55 @@ def test_a_reset_pending_at_take_over_runs_before_any_batch_of_the_old_position(
     assert calls[0] == ("reposition", 200, 50), calls[:3]
     assert calls[1][:2] == ("batch", 50)
     assert committed_offsets(zk, "g", topic) == {0: 300}
+
+
+def test_a_reset_whose_commit_landed_without_an_answer_is_completed_not_undone(
+    zk_connect: str, zk: KazooClient, kafka_config: dict[str, Any], topic_factory: Any, produce: Any
+) -> None:
+    """Injected: the reset's transaction lands but its answer and the read-back are lost
+    (CommitUncertain, the lease one version behind). Going on from the old position would let
+    the next commit adopt the reset's version and write the old offset over it while the
+    reset's marker says done. Asserted: the move is tried again before any batch, finds it
+    landed, and the partition re-reads from the reset's offset."""
+    from jetkafka.coordination.offsets import CommitUncertain
+
+    topic = topic_factory(partitions=1)
+    produce(topic, values(100, 1))
+    processor = Recorder()
+    channel = make_channel(zk_connect, kafka_config, topic, processor)
+    channel.start()
+    marker = f"/test-markers/{topic}"
+    zk.ensure_path("/test-markers")
+    try:
+        wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 100}, what="every record committed")
+        store = channel._membership.offsets  # type: ignore[union-attr]
+        real = store.commit_many
+        lost = threading.Event()
+
+        def answer_lost(commits: Any, extra: Any = None, expected: Any = None) -> None:
+            if extra is None or lost.is_set():
+                return real(commits, extra, expected)
+            ((_, (lease, _)),) = commits.items()
+            version, committed = lease.offset_version, lease.committed
+            real(commits, extra, expected)  # it lands...
+            lease.offset_version, lease.committed = version, committed  # ...and no answer came
+            lost.set()
+            raise CommitUncertain("connection lost (injected)")
+
+        store.commit_many = answer_lost  # type: ignore[method-assign]
+
+        def reset_marker(tx: Any) -> None:  # what a reset command adds: its done marker
+            tx.create(marker, b"done")
+
+        old = channel.reposition(topic, 0, 10, extra=reset_marker, timeout=20)
+        assert lost.is_set() and old == 100
+        produce(topic, values(10, 1, start=100))
+        wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 110}, what="the re-read and the new records")
+    finally:
+        channel.shutdown()
+    calls = processor.snapshot()
+    moves = [i for i, c in enumerate(calls) if c[0] == "reposition"]
+    assert [calls[i] for i in moves] == [("reposition", 100, 10)]
+    after = calls[moves[0] + 1 :]
+    assert after[0][1] == 10 and after[-1][2] == 109
+    assert all(a[2] + 1 == b[1] for a, b in zip(after, after[1:]))
