@@ -91,24 +91,9 @@ class OffsetStore:
         offset_path = self._paths.offset(lease.topic, lease.partition)
         value = str(offset).encode()
         with lease.settled():
-            tx = self._client.transaction()
-            tx.check(owner_path, lease.owner_version)
-            tx.set_data(offset_path, value, version=lease.offset_version)
-            try:
-                results = tx.commit()
-            except (ConnectionLoss, OperationTimeoutError) as exc:
-                if self._landed(offset_path, value, lease.offset_version + 1):
-                    lease.offset_version += 1
-                    lease.committed = offset
-                    return
-                raise CommitUncertain(str(exc)) from exc
-            except SessionExpiredError:
-                raise CommitFenced(
-                    lease.topic, lease.partition, f"commit of offset {offset} refused: ZooKeeper session expired",
-                    cause="session_expired",
-                ) from None
-            failed = [r for r in results if isinstance(r, Exception)]
-            if failed and self._reconciled(lease, owner_path, offset_path, results):
+            # A second round only after adopting a version that an earlier commit of this very
+            # hold moved without its reply (see _reconciled).
+            for first in (True, False):
                 tx = self._client.transaction()
                 tx.check(owner_path, lease.owner_version)
                 tx.set_data(offset_path, value, version=lease.offset_version)
@@ -122,19 +107,21 @@ class OffsetStore:
                     raise CommitUncertain(str(exc)) from exc
                 except SessionExpiredError:
                     raise CommitFenced(
-                        lease.topic, lease.partition,
-                        f"commit of offset {offset} refused: ZooKeeper session expired", cause="session_expired",
+                        lease.topic, lease.partition, f"commit of offset {offset} refused: ZooKeeper session expired",
+                        cause="session_expired",
                     ) from None
                 failed = [r for r in results if isinstance(r, Exception)]
-            if failed:
-                raise CommitFenced(
-                    lease.topic,
-                    lease.partition,
-                    f"commit of offset {offset} refused: this instance no longer owns the partition "
-                    f"({type(failed[0]).__name__})",
-                )
-            lease.offset_version = results[1].version
-            lease.committed = offset
+                if not failed:
+                    lease.offset_version = results[1].version
+                    lease.committed = offset
+                    return
+                if not (first and self._reconciled(lease, owner_path, offset_path, results)):
+                    raise CommitFenced(
+                        lease.topic,
+                        lease.partition,
+                        f"commit of offset {offset} refused: this instance no longer owns the partition "
+                        f"({type(failed[0]).__name__})",
+                    )
 
     def commit_async(self, lease: Lease, offset: int, done: Callable[[Exception | None], None]) -> None:
         """Send the fenced commit of ``offset`` and return at once.
