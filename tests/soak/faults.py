@@ -125,6 +125,11 @@ class Chaos:
             log.warning("jetkafka %s exited %d: %s", " ".join(args), done.returncode, done.stderr.strip()[-500:])
         return done.returncode, done.stdout, done.stderr
 
+    def needs_a_member(self, kind: str) -> bool:
+        """Whether ``kind`` would take the group below its smallest size: a join must come first,
+        or the fault would be turned into one and never run."""
+        return kind in ("leave", "kill", "zombie") and len(self.pool.alive()) <= self.s.min_members
+
     def run(self, kind: str) -> Fault:
         """Inject one fault of ``kind``. Membership bounds may turn it into a join or a leave."""
         alive = len(self.pool.alive())

@@ -159,6 +159,9 @@ def run_soak(options: SoakOptions, run_dir: Path) -> Report:
             if not options.schedule and time.monotonic() - load_started + step.gap_s >= options.duration_s:
                 break
             time.sleep(step.gap_s)
+            if chaos.needs_a_member(step.kind):  # a join first, so that this kind runs too
+                faults.append(chaos.run("join"))
+                time.sleep(step.gap_s)
             faults.append(chaos.run(step.kind))
             write_faults(run_dir / "faults.json", faults)
         if options.schedule:

@@ -30,6 +30,7 @@ import pytest
 
 from tests.soak.harness import SoakOptions, run_soak
 from tests.soak.report import format_table
+from tests.soak.schedule import KINDS
 
 pytestmark = [pytest.mark.soak, pytest.mark.timeout(4 * 3600)]
 
@@ -50,6 +51,8 @@ def _run(mode: str, seed: int, duration: float | None, events: int | None, base:
     print(f"report: {run_dir / 'report.json'}")
     assert report.violations == 0, f"{report.violations} violation(s), seed {seed}; see {run_dir / 'report.txt'}"
     assert not report.problems, f"the run itself failed, seed {seed}: {report.problems}"
+    missing = [kind for kind in (*KINDS, "processor_raise") if not report.faults.get(kind)]
+    assert not missing, f"never injected {missing}, seed {seed}: the run proves nothing about them"
 
 
 def test_chaos_soak_recording_processor(
