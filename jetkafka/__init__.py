@@ -3,15 +3,17 @@
 The public API is re-exported here; see README.md and docs/ for the guide.
 """
 
-from jetkafka.channel import InboundChannel, OffsetOutOfRange, PartitionSnapshot
+from jetkafka.channel import DeadLetterError, InboundChannel, OffsetOutOfRange, PartitionSnapshot
 from jetkafka.config import JetkafkaConfig, load_config, parse_config
 from jetkafka.coordination import KafkaController
+from jetkafka.coordination.errors import CommitUncertain
 from jetkafka.errors import (
     CommitFenced,
     ConfigError,
     ConnectError,
     DevStackError,
     JetkafkaError,
+    OffsetMoved,
     PartitionLost,
     ProcessorError,
     TopicNotFound,
@@ -25,8 +27,10 @@ __all__ = [
     "BatchEventProcessor",
     "BatchResponse",
     "CommitFenced",
+    "CommitUncertain",
     "ConfigError",
     "ConnectError",
+    "DeadLetterError",
     "DevStackError",
     "Event",
     "EventBatch",
@@ -34,6 +38,7 @@ __all__ = [
     "JetkafkaConfig",
     "JetkafkaError",
     "KafkaController",
+    "OffsetMoved",
     "OffsetOutOfRange",
     "PartitionLost",
     "PartitionSnapshot",

@@ -1,7 +1,38 @@
 """The errors jetkafka raises.
 
 Every error a user can cause carries a message that names the cause and the fix; the CLI prints
-that message alone, without a traceback.
+that message alone, without a traceback. Every error jetkafka raises on purpose derives from
+:class:`JetkafkaError`, wherever it is defined (each package keeps its own, and the package
+root re-exports those a user catches). What to expect from which call:
+
+============================================  ================================================
+call                                          errors
+============================================  ================================================
+``load_config``, ``parse_config``,            :class:`ConfigError` (file, key, problem, fix)
+``InboundChannel.from_yaml`` / ``from_dict``
+``InboundChannel.start``                      :class:`ConnectError` (ZooKeeper or brokers out
+                                              of reach), :class:`TopicNotFound`,
+                                              :class:`ProcessorError` (a processor that cannot
+                                              be imported or built), what a processor's
+                                              ``on_start`` raises
+``ChannelContext.commit``,                    :class:`CommitFenced` (not the owner any more:
+``PartitionSource.commit``                    drop the work), :class:`OffsetMoved` (a reset
+                                              moved the partition: the work is void),
+                                              :class:`~jetkafka.coordination.errors.CommitUncertain`
+                                              (ZooKeeper out of reach: retry)
+``InboundChannel.reposition``                 the same as a commit, and ``TimeoutError``
+processor callbacks (``on_exception``)        :class:`PartitionLost`, :class:`CommitFenced`,
+                                              :class:`~jetkafka.channel.errors.OffsetOutOfRange`,
+                                              what the processor itself raised
+``jetkafka offsets reset`` and ``ops.reset``  :class:`~jetkafka.ops.protocol.ResetError`
+                                              and its ``ResetIncomplete``
+``jetkafka dev``, ``DevStack``                :class:`DevStackError`
+============================================  ================================================
+
+Errors that stay inside jetkafka (a dead-letter topic that did not acknowledge,
+:class:`~jetkafka.channel.errors.DeadLetterError`; the CloudEvents dispatcher's
+``DeadLetterFailed``, ``DeliveryFailed`` and ``EncodingError``) derive from it too, so a log
+or a handler can tell jetkafka's own errors from anything else.
 """
 
 from __future__ import annotations

@@ -22,6 +22,9 @@ from tests.support.cluster import Cluster, cluster_from_env, devstack_cluster, d
 
 log = logging.getLogger(__name__)
 
+# Fixtures that bring live servers: the shared ones, and the quick benchmark's own stack.
+CLUSTER_FIXTURES = frozenset({"cluster", "quick_run"})
+
 Record = tuple[int, Any, Any] | tuple[int, Any, Any, Sequence[tuple[str, bytes]] | dict[str, bytes] | None]
 
 
@@ -34,6 +37,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        # A test that uses the shared servers needs a live ZooKeeper and broker: `-m "not
+        # cluster"` leaves the unit tier. Tests starting servers of their own carry the marker
+        # in their module.
+        if CLUSTER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.cluster)
     if config.getoption("--soak"):
         return
     skip = pytest.mark.skip(reason="soak test: run with --soak")

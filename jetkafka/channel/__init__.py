@@ -2,6 +2,6 @@
 
 from jetkafka.channel.inbound import InboundChannel
 from jetkafka.channel.partition import PartitionSnapshot
-from jetkafka.channel.worker import OffsetOutOfRange
+from jetkafka.channel.errors import DeadLetterError, OffsetOutOfRange
 
-__all__ = ["InboundChannel", "OffsetOutOfRange", "PartitionSnapshot"]
+__all__ = ["DeadLetterError", "InboundChannel", "OffsetOutOfRange", "PartitionSnapshot"]

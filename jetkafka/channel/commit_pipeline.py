@@ -34,7 +34,8 @@ import time
 from collections.abc import Callable
 
 from jetkafka.channel.partition import PartitionState
-from jetkafka.coordination.offsets import CommitAnswerLate, CommitUncertain, OffsetStore
+from jetkafka.coordination.errors import CommitAnswerLate, CommitUncertain
+from jetkafka.coordination.offsets import OffsetStore
 from jetkafka.coordination.ownership import Lease
 from jetkafka.errors import CommitFenced
 

@@ -20,14 +20,12 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from jetkafka.channel.errors import DeadLetterError
+
 log = logging.getLogger(__name__)
 
 # Consumer-only properties a producer would only warn about.
 _CONSUMER_ONLY = ("group.id", "receive.message.max.bytes", "queued.", "fetch.", "session.timeout", "isolation.")
-
-
-class DeadLetterError(Exception):
-    """The dead-letter topic did not acknowledge a record."""
 
 
 class DeadLetterSink:

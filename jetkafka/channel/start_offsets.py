@@ -16,7 +16,8 @@ import logging
 from collections.abc import Callable
 
 from jetkafka.channel.fetcher import Fetcher
-from jetkafka.coordination.offsets import CommitUncertain, OffsetStore
+from jetkafka.coordination.errors import CommitUncertain
+from jetkafka.coordination.offsets import OffsetStore
 from jetkafka.coordination.ownership import Lease
 from jetkafka.errors import CommitFenced
 

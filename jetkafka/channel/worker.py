@@ -22,9 +22,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from jetkafka.channel.commit_pipeline import CommitPipeline
+from jetkafka.channel.errors import OffsetOutOfRange
 from jetkafka.channel.failures import FailurePolicy
 from jetkafka.channel.partition import PartitionState
-from jetkafka.coordination.offsets import CommitUncertain
+from jetkafka.coordination.errors import CommitUncertain
 from jetkafka.errors import CommitFenced, OffsetMoved, PartitionLost
 from jetkafka.events import EventBatch, PartitionSource
 from jetkafka.processors.base import BatchEventProcessor, BatchResponse, ResponseKind
@@ -36,18 +37,6 @@ if TYPE_CHECKING:
     from jetkafka.coordination.membership import GroupMembership
 
 log = logging.getLogger("jetkafka.channel")
-
-
-class OffsetOutOfRange(Exception):
-    """The next offset to read is outside the partition's log on the broker."""
-
-    def __init__(self, topic: str, partition: int, offset: int, low: int, high: int) -> None:
-        self.topic, self.partition, self.offset, self.low, self.high = topic, partition, offset, low, high
-        super().__init__(
-            f"{topic}[{partition}]: offset {offset} is out of range; the broker holds {low}..{high - 1}"
-            if high > low
-            else f"{topic}[{partition}]: offset {offset} is out of range; the partition is empty at {low}"
-        )
 
 
 class BatchRunner:

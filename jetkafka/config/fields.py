@@ -11,11 +11,13 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
+from jetkafka.errors import JetkafkaError
+
 K = TypeVar("K")
 V = TypeVar("V")
 
 
-class Invalid(ValueError):
+class Invalid(JetkafkaError, ValueError):
     """A rule of a section is broken.
 
     Raised by a section's ``__post_init__`` (cross-field rules) or by a field's ``check``

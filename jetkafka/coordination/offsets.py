@@ -41,18 +41,10 @@ from kazoo.interfaces import IAsyncResult
 
 from jetkafka.coordination.ownership import Lease, decode_offset, is_this_hold
 from jetkafka.coordination.paths import GroupPaths
+from jetkafka.coordination.errors import CommitAnswerLate, CommitUncertain
 from jetkafka.errors import CommitFenced, OffsetMoved
 
 log = logging.getLogger(__name__)
-
-
-class CommitUncertain(Exception):
-    """ZooKeeper could not be reached; the commit did not happen. Retry later."""
-
-
-class CommitAnswerLate(CommitUncertain):
-    """The answer to an asynchronous commit came after its writer stopped waiting for it
-    (:attr:`Lease.SETTLE_TIMEOUT_S`): later writes went out since, so it must change nothing."""
 
 
 class OffsetStore:

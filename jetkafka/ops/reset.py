@@ -50,7 +50,8 @@ from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from jetkafka.config import JetkafkaConfig, load_config
-from jetkafka.coordination.offsets import CommitUncertain, OffsetStore
+from jetkafka.coordination.errors import CommitUncertain
+from jetkafka.coordination.offsets import OffsetStore
 from jetkafka.coordination.ownership import PartitionOwnership
 from jetkafka.coordination.paths import GroupPaths
 from jetkafka.ops.protocol import (

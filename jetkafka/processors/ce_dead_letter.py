@@ -13,16 +13,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from jetkafka.channel.dead_letter import DeadLetterError, DeadLetterSink
+from jetkafka.channel.dead_letter import DeadLetterSink
+from jetkafka.channel.errors import DeadLetterError
+from jetkafka.errors import JetkafkaError
 from jetkafka.processors.ce_encoding import Mode, Record, RecordEvent
 from jetkafka.processors.delivery import HttpSender
 
 
-class DeadLetterFailed(Exception):
+class DeadLetterFailed(JetkafkaError):
     """The dead-letter sink did not acknowledge the event."""
 
 
-class DeliveryFailed(Exception):
+class DeliveryFailed(JetkafkaError):
     """The failure a dead-lettered record is recorded with (its class names the cause)."""
 
 

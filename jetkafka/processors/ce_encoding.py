@@ -35,6 +35,8 @@ from cloudevents.core.bindings import kafka as ce_kafka
 from cloudevents.core.bindings.common import get_event_factory_for_version
 from cloudevents.core.formats.json import JSONFormat
 
+from jetkafka.errors import JetkafkaError
+
 log = logging.getLogger(__name__)
 
 Mode = Literal["binary", "structured"]
@@ -50,7 +52,7 @@ _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
 _FORMAT = JSONFormat()
 
 
-class EncodingError(ValueError):
+class EncodingError(JetkafkaError, ValueError):
     """A record claims to be a CloudEvent but is not a valid one."""
 
 

@@ -62,7 +62,7 @@ from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry
 
-from jetkafka.coordination.offsets import CommitUncertain
+from jetkafka.coordination.errors import CommitUncertain
 from jetkafka.errors import PartitionLost, ProcessorError
 from jetkafka.events import Event, EventBatch, PartitionSource
 from jetkafka.processors.base import BatchEventProcessor, BatchResponse

@@ -105,7 +105,7 @@ class SimpleKafkaProcessor(BatchEventProcessor):
         broker's range, which ``channel.on_out_of_range`` moves; answering that one with
         ``get_next()`` would keep the partition where the broker has nothing, turn after turn."""
         # Imported here: the channel imports the processors.
-        from jetkafka.channel.worker import OffsetOutOfRange
+        from jetkafka.channel.errors import OffsetOutOfRange
 
         if isinstance(error, (OffsetOutOfRange, PartitionLost)):
             return None

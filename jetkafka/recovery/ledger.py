@@ -46,7 +46,8 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 
-from jetkafka.coordination.offsets import CommitUncertain, OffsetStore
+from jetkafka.coordination.errors import CommitUncertain
+from jetkafka.coordination.offsets import OffsetStore
 from jetkafka.coordination.ownership import Lease
 from jetkafka.coordination.paths import GroupPaths
 from jetkafka.errors import CommitFenced

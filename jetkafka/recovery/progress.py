@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from jetkafka.coordination.offsets import CommitUncertain
+from jetkafka.coordination.errors import CommitUncertain
 from jetkafka.coordination.ownership import Lease
 from jetkafka.errors import CommitFenced, PartitionLost
 from jetkafka.events import EventBatch, PartitionSource

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 from kazoo.exceptions import KazooException
 
 from jetkafka.channel.context import ChannelContext
-from jetkafka.coordination.offsets import CommitUncertain
+from jetkafka.coordination.errors import CommitUncertain
 from jetkafka.coordination.ownership import Lease
 from jetkafka.errors import CommitFenced, ConfigError, ConnectError, JetkafkaError
 from jetkafka.processors.base import BatchEventProcessor

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 
-from jetkafka.coordination.offsets import CommitUncertain
+from jetkafka.coordination.errors import CommitUncertain
 from jetkafka.errors import CommitFenced, OffsetMoved
 from jetkafka.spark.arrow import to_dataframe
 from jetkafka.spark.batch import Collector, MicroBatch, Slice

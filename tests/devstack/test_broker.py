@@ -16,6 +16,9 @@ from jetkafka.devstack import LocalBroker, ServerProcess, client_config
 from jetkafka.devstack import broker as broker_module
 from jetkafka.errors import DevStackError
 
+# Starts servers of its own: a live ZooKeeper and broker (see tests/conftest.py).
+pytestmark = pytest.mark.cluster
+
 
 def _consume_all(config: dict[str, Any], topic: str, partitions: int, expected: int) -> list[Any]:
     consumer = Consumer({**config, "group.id": "devstack-tests", "enable.auto.commit": False})

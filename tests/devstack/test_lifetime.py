@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux only")
+pytestmark = [pytest.mark.cluster, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux only")]
 
 SPAWN_SLEEPER = textwrap.dedent(
     """

@@ -15,6 +15,9 @@ import pytest
 from jetkafka.devstack import DevStack, default_state_dir
 from jetkafka.cli import main
 
+# Starts servers of its own: a live ZooKeeper and broker (see tests/conftest.py).
+pytestmark = pytest.mark.cluster
+
 
 def _gone(pid: int) -> bool:
     try:

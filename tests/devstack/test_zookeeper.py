@@ -16,6 +16,9 @@ from jetkafka.devstack import ZooKeeperEnsemble, ZooKeeperServer
 from jetkafka.devstack.process import ProcessRecord
 from jetkafka.errors import DevStackError
 
+# Starts servers of its own: a live ZooKeeper and broker (see tests/conftest.py).
+pytestmark = pytest.mark.cluster
+
 
 def _kazoo(hosts: str) -> KazooClient:
     client = KazooClient(hosts=hosts)

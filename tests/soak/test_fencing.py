@@ -42,6 +42,9 @@ OFFSET = "/consumers/g/offsets/t/{}"
 _HOLDER = """
 import json, os, sys, time
 from kazoo.client import KazooClient
+
+# Starts servers of its own: a live ZooKeeper and broker (see tests/conftest.py).
+pytestmark = pytest.mark.cluster
 c = KazooClient(hosts=sys.argv[1], timeout=2)
 c.start(10)
 c.create("/consumers/g/ids/holder", json.dumps({"pid": os.getpid()}).encode(), ephemeral=True, makepath=True)

@@ -43,6 +43,9 @@ from tests.soak.modes import ModeSettings
 from tests.soak.report import Report, format_matrix, format_table
 from tests.soak.schedule import MATRIX_ORDER
 
+# Starts servers of its own: a live ZooKeeper and broker (see tests/conftest.py).
+pytestmark = pytest.mark.cluster
+
 SESSION_TIMEOUT_S = 4.0
 COLUMNS = (*MATRIX_ORDER, "processor_raise")
 # Short and fixed, so a row runs in about a minute and a half and every fault has room.
