@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from jetkafka.backoff import backoff_ms
 from jetkafka.coordination.errors import CommitUncertain
 from jetkafka.coordination.ownership import Lease
 from jetkafka.errors import CommitFenced, PartitionLost
@@ -136,9 +137,9 @@ class RecoveryRunner:
             self.apply(cursor, response, batch[-1].offset() + 1)
             return
         cfg = self.channel.config.channel
-        backoff = min(cfg.error_backoff_max_ms, cfg.error_backoff_ms * 2 ** (cursor.attempts - 1)) / 1000
+        wait_s = backoff_ms(cursor.attempts, cfg.error_backoff_ms, cfg.error_backoff_max_ms) / 1000
         cursor.redeliver = batch
-        cursor.not_before = time.monotonic() + backoff
+        cursor.not_before = time.monotonic() + wait_s
 
     def apply(self, cursor: Cursor, response: BatchResponse, after: int) -> bool:
         """Apply a response to the batch ending before ``after``; False if the partition was dropped."""
