@@ -32,7 +32,7 @@ from jetkafka.backoff import backoff_ms
 from jetkafka.coordination.errors import CommitUncertain
 from jetkafka.coordination.ownership import Lease
 from jetkafka.errors import CommitFenced
-from jetkafka.events import EventBatch, PartitionSource
+from jetkafka.events import EventBatch, Key, PartitionSource
 from jetkafka.processors.base import BatchEventProcessor, BatchResponse, ResponseKind
 from jetkafka.processors.calls import call_hook, deliver_batch
 from jetkafka.recovery import ranges as rng
@@ -42,8 +42,6 @@ if TYPE_CHECKING:
     from jetkafka.channel.inbound import InboundChannel
 
 log = logging.getLogger("jetkafka.recovery")
-
-Key = tuple[str, int]
 
 
 @dataclass
