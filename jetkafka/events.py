@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING, Any, overload
 if TYPE_CHECKING:
     from confluent_kafka import Message
 
+# A partition as jetkafka names it everywhere: (topic, partition number).
+Key = tuple[str, int]
+
 
 class Event:
     """One Kafka record: ``topic``, ``partition``, ``offset``, ``key``, ``value``, ``timestamp``

@@ -42,10 +42,9 @@ from jetkafka.bench.throughput import (
     summarise,
     variants,
 )
-from jetkafka.channel import InboundChannel
-from jetkafka.channel.fetcher import Fetcher
+from jetkafka.channel.fetcher import ConsumerWrapper
 
-__all__ = ["BuiltMessages", "built_channel_class", "one_cpu", "plain_loop", "run", "steps"]
+__all__ = ["BuiltMessages", "built_source", "one_cpu", "plain_loop", "run", "steps"]
 
 
 class BuiltMessages:
@@ -105,18 +104,13 @@ class BuiltMessages:
         return getattr(self._consumer, name)
 
 
-def built_channel_class(topic: str, per_partition: int, value: bytes) -> type[InboundChannel]:
-    """An :class:`InboundChannel` whose fetcher reads from :class:`BuiltMessages`."""
+def built_source(topic: str, per_partition: int, value: bytes) -> ConsumerWrapper:
+    """A channel's ``wrap_consumer``: its fetching consumer reads from :class:`BuiltMessages`."""
 
-    class BuiltFetcher(Fetcher):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self.consumer = BuiltMessages(topic, per_partition, value, self.consumer)  # type: ignore[assignment]
+    def wrap(consumer: Consumer, role: str) -> Any:
+        return BuiltMessages(topic, per_partition, value, consumer) if role == "fetch" else consumer
 
-    class BuiltChannel(InboundChannel):
-        _fetcher_class = BuiltFetcher
-
-    return BuiltChannel
+    return wrap
 
 
 @contextmanager
@@ -176,12 +170,12 @@ def run(cluster: BenchCluster, events: int, repeat: int, progress: Any) -> dict[
         return {"unavailable": "this confluent-kafka cannot build messages in Python (Message() takes no "
                 "arguments); upgrade confluent-kafka"}
     topic = cluster.create_topic(f"client-{uuid.uuid4().hex[:6]}", PARTITIONS)
-    channel_class = built_channel_class(topic, per_partition, value)
+    source = built_source(topic, per_partition, value)
     ends = {p: per_partition for p in range(PARTITIONS)}
     todo = variants(
         lambda: plain_loop(topic, per_partition, value),
         lambda name, **settings: jetkafka_run(
-            cluster, topic, total, name, channel_class=channel_class, ends=ends, **settings
+            cluster, topic, total, name, wrap_consumer=source, ends=ends, **settings
         ),
     )
     progress.advance()

@@ -37,7 +37,7 @@ from jetkafka.bench.processors import CountingNoOp
 from jetkafka.bench.stack import BenchCluster
 
 if TYPE_CHECKING:
-    from jetkafka.channel import InboundChannel
+    from jetkafka.channel.fetcher import ConsumerWrapper
 
 log = logging.getLogger("jetkafka.bench")
 
@@ -137,7 +137,7 @@ def jetkafka_run(
     name: str,
     timeout: float = 600.0,
     *,
-    channel_class: type[InboundChannel] | None = None,
+    wrap_consumer: ConsumerWrapper | None = None,
     ends: dict[int, int] | None = None,
     **channel: Any,
 ) -> Sample:
@@ -148,7 +148,7 @@ def jetkafka_run(
     processor = CountingNoOp(total)
     group = cluster.group(f"tp-{uuid.uuid4().hex[:6]}")
     config = cluster.channel_config(group, topic, **channel)
-    ch = (channel_class or InboundChannel).from_dict(config, processor=processor)
+    ch = InboundChannel.from_dict(config, processor=processor, wrap_consumer=wrap_consumer)
     if ends is None:
         ends = cluster.high_watermarks(topic, PARTITIONS)
     before = cluster.zk_counters()

@@ -38,10 +38,9 @@ from jetkafka.coordination.errors import CommitAnswerLate, CommitUncertain
 from jetkafka.coordination.offsets import OffsetStore
 from jetkafka.coordination.ownership import Lease
 from jetkafka.errors import CommitFenced
+from jetkafka.events import Key
 
 log = logging.getLogger("jetkafka.channel")
-
-Key = tuple[str, int]
 
 
 class CommitPipeline:

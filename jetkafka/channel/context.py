@@ -17,12 +17,11 @@ from kazoo.client import KazooClient, TransactionRequest
 from jetkafka.coordination.ownership import Lease
 from jetkafka.coordination.paths import GroupPaths
 from jetkafka.errors import CommitFenced
+from jetkafka.events import Key
 
 if TYPE_CHECKING:
     from jetkafka.channel.inbound import InboundChannel
     from jetkafka.config import JetkafkaConfig
-
-Key = tuple[str, int]
 
 
 class ChannelContext:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from jetkafka.channel.moves import Move
 from jetkafka.errors import CommitFenced
+from jetkafka.events import Key
 
 if TYPE_CHECKING:
     from jetkafka.channel.fetcher import Fetcher
@@ -23,8 +24,6 @@ if TYPE_CHECKING:
     from jetkafka.coordination.membership import GroupMembership
 
 log = logging.getLogger("jetkafka.channel")
-
-Key = tuple[str, int]
 
 
 class ChannelControls:

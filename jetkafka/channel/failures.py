@@ -21,6 +21,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from jetkafka.backoff import backoff_ms
 from jetkafka.channel.dead_letter import DeadLetterError, DeadLetterSink
 from jetkafka.channel.partition import PartitionState
 
@@ -82,18 +83,15 @@ class FailurePolicy:
             given_up = self._give_up(state, batch[0], error)
             if given_up is not None:
                 return given_up
-        backoff_ms = min(
-            self.config.error_backoff_max_ms,
-            self.config.error_backoff_ms * (2 ** max(0, state.error_attempts - 1)),
-        )
-        state.not_before = time.monotonic() + backoff_ms / 1000
+        wait_ms = backoff_ms(state.error_attempts, self.config.error_backoff_ms, self.config.error_backoff_max_ms)
+        state.not_before = time.monotonic() + wait_ms / 1000
         log.warning(
             "%s[%d]: re-delivering offsets %d..%d in %d ms",
             state.topic,
             state.partition,
             batch[0].offset(),
             batch[-1].offset(),
-            backoff_ms,
+            wait_ms,
         )
         return None
 

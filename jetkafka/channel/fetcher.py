@@ -23,10 +23,10 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from jetkafka.channel.budget import BufferBudget
 from jetkafka.channel.partition import PartitionState
 from jetkafka.errors import ConnectError, TopicNotFound
+from jetkafka.events import Key
 
 log = logging.getLogger(__name__)
 
-Key = tuple[str, int]
 
 # A command (assign, seek, resume, ...) waits for the fetcher's current poll to end: at most
 # this long while partitions are assigned. Polls that find nothing cost a few microseconds.
@@ -62,6 +62,17 @@ def consumer_config(kafka: Mapping[str, Any], group: str) -> dict[str, Any]:
     return conf
 
 
+# Given each librdkafka consumer the fetcher makes and its role ("fetch": assign, consume,
+# pause, seek; "metadata": watermarks and offset look-ups), returns what the fetcher calls in
+# its place: the consumer itself, or an object that forwards to it (instrumentation, a source
+# built in the process for a benchmark, an injected fault).
+ConsumerWrapper = Callable[[Consumer, str], Any]
+
+
+def _as_is(consumer: Consumer, role: str) -> Consumer:
+    return consumer
+
+
 class Fetcher:
     def __init__(
         self,
@@ -71,11 +82,13 @@ class Fetcher:
         on_data: Callable[[PartitionState], None],
         budget: BufferBudget,
         max_poll: int = MAX_POLL,
+        wrap_consumer: ConsumerWrapper | None = None,
     ) -> None:
         self._conf = consumer_config(kafka, group)
         self._bootstrap = str(self._conf.get("bootstrap.servers", "?"))
-        self.consumer = Consumer(self._conf, logger=logging.getLogger("jetkafka.librdkafka"))
-        self._meta = Consumer(self._conf, logger=logging.getLogger("jetkafka.librdkafka"))
+        wrap = wrap_consumer or _as_is
+        self.consumer = wrap(Consumer(self._conf, logger=logging.getLogger("jetkafka.librdkafka")), "fetch")
+        self._meta = wrap(Consumer(self._conf, logger=logging.getLogger("jetkafka.librdkafka")), "metadata")
         self._meta_lock = threading.Lock()
         self._states = states
         self._on_data = on_data

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from jetkafka.channel.partition import PartitionState
 from jetkafka.channel.start_offsets import commit_start_offsets
+from jetkafka.events import Key
 
 if TYPE_CHECKING:
     from jetkafka.channel.budget import BufferBudget
@@ -35,8 +36,6 @@ if TYPE_CHECKING:
     from jetkafka.coordination.ownership import Lease
 
 log = logging.getLogger("jetkafka.channel")
-
-Key = tuple[str, int]
 
 
 class PartitionHoldings:

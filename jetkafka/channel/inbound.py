@@ -29,7 +29,7 @@ from jetkafka.channel.context import ChannelContext
 from jetkafka.channel.controls import ChannelControls
 from jetkafka.channel.dead_letter import DeadLetterSink
 from jetkafka.channel.failures import FailurePolicy
-from jetkafka.channel.fetcher import Fetcher
+from jetkafka.channel.fetcher import ConsumerWrapper, Fetcher
 from jetkafka.channel.holdings import PartitionHoldings
 from jetkafka.channel.hot_deploy import ConfigWatcher, HotDeploy
 from jetkafka.channel.partition import PartitionSnapshot, PartitionState
@@ -43,6 +43,7 @@ from jetkafka.coordination.membership import GroupMembership
 from jetkafka.coordination.ownership import Lease
 from jetkafka.coordination.registry import new_consumer_id
 from jetkafka.errors import CommitFenced, ConfigError, JetkafkaError
+from jetkafka.events import Key
 from jetkafka.processors.base import BatchEventProcessor
 from jetkafka.processors.loading import load_processor
 
@@ -52,8 +53,6 @@ log = logging.getLogger("jetkafka.channel")
 # worker stays on one partition without passing through the queue.
 _KEPT_TURNS = 64
 
-Key = tuple[str, int]
-
 
 class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
     """A consumer of ``channel.topics`` in group ``channel.group``.
@@ -61,11 +60,10 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
     Build it from a file (:meth:`from_yaml`), a dict (:meth:`from_dict`) or a
     :class:`JetkafkaConfig`; pass a processor instance, or let the channel build the one named
     in ``processor.class``. :meth:`start` connects and joins the group; :meth:`shutdown`
-    leaves it gracefully.
+    leaves it gracefully. ``wrap_consumer(consumer, role)`` may stand between the channel and
+    each librdkafka consumer it makes (``role`` "fetch" or "metadata"), e.g. to instrument it;
+    it must forward every call it does not handle.
     """
-
-    # The benchmark of the client's own cost feeds the channel from a source built in the process.
-    _fetcher_class: type[Fetcher] = Fetcher
 
     def __init__(
         self,
@@ -76,6 +74,7 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
         pythonpath: Sequence[str] = (),
         consumer_id: str | None = None,
         recovery_processor: BatchEventProcessor | None = None,
+        wrap_consumer: ConsumerWrapper | None = None,
     ) -> None:
         if processor is None:
             if config.processor is None:
@@ -95,6 +94,7 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
         self.consumer_id = consumer_id or new_consumer_id()
         self.stats = ChannelStats()
         self._given_controller = controller
+        self._wrap_consumer = wrap_consumer
         self._controller: KafkaController | None = None
         self._states: dict[Key, PartitionState] = {}
         self._states_cond = threading.Condition()
@@ -152,8 +152,13 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
         try:
             self._queue = PartitionQueue(cfg.idle_ms)
             self._budget = BufferBudget(cfg.buffer_max_events, cfg.buffer_max_bytes)
-            self._fetcher = self._fetcher_class(
-                self.config.kafka, cfg.group, self._state, self._queue.offer, self._budget
+            self._fetcher = Fetcher(
+                self.config.kafka,
+                cfg.group,
+                self._state,
+                self._queue.offer,
+                self._budget,
+                wrap_consumer=self._wrap_consumer,
             )
             self._membership = GroupMembership(
                 self._controller, cfg, self, self.consumer_id, on_rebalance=self.stats.rebalanced

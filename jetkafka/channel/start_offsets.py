@@ -20,10 +20,10 @@ from jetkafka.coordination.errors import CommitUncertain
 from jetkafka.coordination.offsets import OffsetStore
 from jetkafka.coordination.ownership import Lease
 from jetkafka.errors import CommitFenced
+from jetkafka.events import Key
 
 log = logging.getLogger("jetkafka.channel")
 
-Key = tuple[str, int]
 
 CHUNK = 256  # partitions per transaction: well inside ZooKeeper's request size limit
 

@@ -15,9 +15,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from jetkafka.errors import CommitFenced
+from jetkafka.events import Key
 from jetkafka.processors.base import ResponseKind
 
-Key = tuple[str, int]
 
 REFUSAL_CAUSES = (*CommitFenced.CAUSES, "dropped")
 LOSS_REASONS = ("retention", "skipped", "truncated")

@@ -29,6 +29,7 @@ from jetkafka.coordination.errors import CommitUncertain
 from jetkafka.errors import CommitFenced, OffsetMoved, PartitionLost
 from jetkafka.events import EventBatch, PartitionSource
 from jetkafka.processors.base import BatchEventProcessor, BatchResponse, ResponseKind
+from jetkafka.processors.calls import call_hook, deliver_batch
 
 if TYPE_CHECKING:
     from jetkafka.channel.fetcher import Fetcher
@@ -107,20 +108,16 @@ class BatchRunner:
         head, last = batch[0].offset(), batch[-1].offset()
         source = self._source(state, head, last + 1)
         started = time.perf_counter()
-        try:
-            response = self.processor.on_next_batch(source, EventBatch(batch))
-            if not isinstance(response, BatchResponse):
-                raise TypeError(
-                    f"{type(self.processor).__name__}.on_next_batch must return a BatchResponse "
-                    f"(e.g. BatchResponse.advance()), got {response!r}"
-                )
-        except PartitionLost as exc:
-            state.lost_reason = exc.reason
+        end = deliver_batch(self.processor, source, EventBatch(batch))
+        if end.lost is not None:
+            state.lost_reason = end.lost.reason
             return
-        except Exception as exc:
+        if end.failure is not None:
             self.stats.batch_failed(state.key)
-            self._failed(state, source, batch, exc)
+            self._failed(state, source, batch, end.failure)
             return
+        response = end.response
+        assert response is not None
         self.stats.batch_done(state.key, len(batch), time.perf_counter() - started, response.kind)
         self.failures.succeeded(state, batch)
         state.last_activity = time.monotonic()
@@ -461,9 +458,10 @@ class BatchRunner:
 
     def _call(self, state: PartitionState, name: str, *args: Any) -> Any:
         """Call a non-batch callback; an exception there is logged and counted, never fatal."""
-        try:
-            return getattr(self.processor, name)(*args)
-        except Exception as exc:
-            self.stats.error(state.key, f"{name}_raised")
-            log.exception("%s[%d]: %s raised %s", state.topic, state.partition, name, type(exc).__name__)
-            return None
+
+        def failed(hook: str, exc: Exception) -> None:
+            self.stats.error(state.key, f"{hook}_raised")
+            log.error("%s[%d] offset %d: %s raised %s", state.topic, state.partition, state.position, hook,
+                      type(exc).__name__, exc_info=exc)
+
+        return call_hook(self.processor, name, *args, failed=failed)

@@ -52,10 +52,9 @@ from jetkafka.coordination.paths import GroupPaths
 from jetkafka.coordination.registry import ConsumerInfo, ConsumerRegistry, local_info
 from jetkafka.coordination.watches import ChildrenWatch
 from jetkafka.errors import TopicNotFound
+from jetkafka.events import Key
 
 log = logging.getLogger(__name__)
-
-Key = tuple[str, int]
 
 
 class PartitionHolder(Protocol):

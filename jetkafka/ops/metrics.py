@@ -35,13 +35,13 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from jetkafka.channel.stats import DurationHistogram, PartitionFigures
+from jetkafka.events import Key
 
 if TYPE_CHECKING:
     from jetkafka.channel.inbound import InboundChannel
 
 log = logging.getLogger(__name__)
 
-Key = tuple[str, int]
 ZOOKEEPER_STATES = ("CONNECTED", "SUSPENDED", "LOST")
 PARTITION_LABELS = ("group", "topic", "partition")
 INSTANCE_LABELS = ("group", "consumer")

@@ -39,11 +39,10 @@ import logging
 import os
 import re
 import socket
-import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kazoo.client import KazooClient, TransactionRequest
@@ -76,10 +75,6 @@ from jetkafka.ops.targets import Target, compute_targets, parse_target
 log = logging.getLogger(__name__)
 
 FINISHED_TTL_S = 7 * 24 * 3600
-# Test hook, for crash tests only: the command process stops (and waits to be killed) after
-# applying this many partitions itself.
-HALT_AFTER_ENV = "JETKAFKA_TEST_RESET_HALT_AFTER"
-
 _ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
@@ -104,6 +99,7 @@ class ResetRun:
         partitions: tuple[int, ...] | None,
         timeout: float,
         command_id: str,
+        on_partition_moved: Callable[[int, int], None] | None = None,
     ) -> None:
         self.client = client
         self.broker = broker
@@ -119,8 +115,7 @@ class ResetRun:
         self._ownership = PartitionOwnership(client, self.paths, self.owner_id)
         self._store = OffsetStore(client, self.paths)
         self._wake = threading.Event()
-        self._applied_here = 0
-        self._halt_after = int(os.environ.get(HALT_AFTER_ENV, "0") or 0)
+        self._on_moved = on_partition_moved
 
     def run(self) -> ResetResult:
         deadline = time.monotonic() + self.timeout
@@ -301,8 +296,8 @@ class ResetRun:
             owners = self._ownership.owners(self.topic)
             self.client.get_children(self.paths.owners(self.topic), watch=on_change)
             for p in pending:
-                if p not in owners and self._apply_unheld(command, version, p):
-                    self._maybe_halt()
+                if p not in owners and self._apply_unheld(command, version, p) and self._on_moved is not None:
+                    self._on_moved(p, command.targets[p])
             wake.wait(min(0.5, max(0.0, deadline - time.monotonic())))
 
     def _apply_unheld(self, command: ResetCommand, version: int, p: int) -> bool:
@@ -334,14 +329,6 @@ class ResetRun:
             return True
         finally:
             self._ownership.release(lease)
-
-    def _maybe_halt(self) -> None:
-        self._applied_here += 1
-        if self._halt_after and self._applied_here >= self._halt_after:
-            # Test hook (HALT_AFTER_ENV): freeze here so a test can kill the process between steps.
-            sys.stderr.write(f"reset {self.id}: halted by {HALT_AFTER_ENV} after {self._applied_here} partition(s)\n")
-            sys.stderr.flush()
-            threading.Event().wait()
 
     # -- results -------------------------------------------------------------------------------------
 
@@ -427,6 +414,7 @@ def reset_offsets(
     partitions: Iterable[int] | None = None,
     timeout: float = 60.0,
     command_id: str | None = None,
+    on_partition_moved: Callable[[int, int], None] | None = None,
 ) -> ResetResult:
     """Move the committed offsets of ``topic`` in the group of ``config``, safely while it runs.
 
@@ -434,6 +422,9 @@ def reset_offsets(
     Returns when every partition was moved; raises :class:`ResetIncomplete` (with the partial
     result) when some were not within ``timeout`` seconds, and :class:`ResetError` when the
     request is invalid. Pass the same ``command_id`` again to continue an interrupted reset.
+    ``on_partition_moved(partition, offset)`` runs on the calling thread each time the command
+    moves a partition no instance holds itself (instances report theirs in the result), e.g.
+    to show progress; what it raises ends the command where it is, to be continued by id.
     """
     if not isinstance(config, JetkafkaConfig):
         config = load_config(config)
@@ -444,7 +435,9 @@ def reset_offsets(
     group = config.channel.group
     with zookeeper_session(config.zookeeper) as client, BrokerView(config.kafka, group) as broker:
         broker.partition_counts([topic])  # a missing topic fails before anything is written
-        run = ResetRun(client, broker, group, topic, target, wanted, timeout, command_id or new_command_id())
+        run = ResetRun(
+            client, broker, group, topic, target, wanted, timeout, command_id or new_command_id(), on_partition_moved
+        )
         return run.run()
 
 

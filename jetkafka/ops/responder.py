@@ -39,6 +39,7 @@ from kazoo.protocol.states import ZnodeStat
 from jetkafka.coordination.paths import GroupPaths
 from jetkafka.coordination.watches import ChildrenWatch, NodeWatch
 from jetkafka.errors import CommitFenced
+from jetkafka.events import Key
 from jetkafka.ops.protocol import ACTIVE, ResetCommand, commands_path, error_path, marker_data, marker_path
 
 if TYPE_CHECKING:
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Key = tuple[str, int]
 Job = tuple[str, object]  # ("command", node name), ("moves", filed moves) or ("partitions", (keys, filed))
 
 RETRY_S = 1.0

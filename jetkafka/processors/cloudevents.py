@@ -64,7 +64,7 @@ from prometheus_client import CollectorRegistry
 
 from jetkafka.coordination.errors import CommitUncertain
 from jetkafka.errors import PartitionLost, ProcessorError
-from jetkafka.events import Event, EventBatch, PartitionSource
+from jetkafka.events import Event, EventBatch, Key, PartitionSource
 from jetkafka.processors.base import BatchEventProcessor, BatchResponse
 from jetkafka.processors.ce_dead_letter import DeadLetterFailed, DeadLetterTarget, TopicDeadLetter, UrlDeadLetter
 from jetkafka.processors.ce_encoding import CONTENT_MODES, EncodingError, RecordEncoder, error_extensions
@@ -76,7 +76,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Key = tuple[str, int]
 _TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 # A sink that keeps failing is not hammered even with delay_ms: 0.
 _MIN_DEAD_LETTER_WAIT_MS = 100

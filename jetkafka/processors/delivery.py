@@ -30,6 +30,8 @@ from typing import Any
 import requests
 from requests.adapters import HTTPAdapter
 
+from jetkafka.backoff import backoff_ms as _backoff_ms
+
 # Knative's retried set: 404 (a subscriber not deployed yet), 408, 409, 429 and every 5xx.
 DEFAULT_RETRY_ON: tuple[int | str, ...] = (404, 408, 409, 429, "5xx")
 RETRY_KEYS = ("count", "backoff", "delay_ms", "max_delay_ms", "retry_after_max_ms", "timeout_ms", "retry_on")
@@ -123,13 +125,8 @@ class RetryPolicy:
 
     def backoff_ms(self, retry: int) -> int:
         """The back-off before retry number ``retry`` (1-based), capped by ``max_delay_ms``."""
-        n = max(1, retry)
-        if self.backoff == "linear":
-            wait = self.delay_ms * n
-        else:
-            # Cap the exponent first: 2**1000 would be a needlessly huge integer.
-            wait = self.delay_ms * 2 ** min(n - 1, 62)
-        return min(wait, self.max_delay_ms)
+        growth = "linear" if self.backoff == "linear" else "exponential"
+        return _backoff_ms(retry, self.delay_ms, self.max_delay_ms, growth)
 
     def wait_ms(self, retry: int, status: int | None, retry_after: str | None, now: float | None = None) -> int:
         """The wait before retry ``retry``: the back-off, or a longer Retry-After (capped)."""

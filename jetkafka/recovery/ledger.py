@@ -51,11 +51,11 @@ from jetkafka.coordination.offsets import OffsetStore
 from jetkafka.coordination.ownership import Lease
 from jetkafka.coordination.paths import GroupPaths
 from jetkafka.errors import CommitFenced
+from jetkafka.events import Key
 from jetkafka.recovery import ranges as rng
 
 log = logging.getLogger(__name__)
 
-Key = tuple[str, int]
 # Races with an operator's cancel are rare; this many in a row means something is wrong.
 MAX_CONFLICTS = 20
 _VERSION_RACES = (BadVersionError, NoNodeError, NodeExistsError)

@@ -28,11 +28,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from jetkafka.backoff import backoff_ms
 from jetkafka.coordination.errors import CommitUncertain
 from jetkafka.coordination.ownership import Lease
-from jetkafka.errors import CommitFenced, PartitionLost
-from jetkafka.events import EventBatch, PartitionSource
+from jetkafka.errors import CommitFenced
+from jetkafka.events import EventBatch, Key, PartitionSource
 from jetkafka.processors.base import BatchEventProcessor, BatchResponse, ResponseKind
+from jetkafka.processors.calls import call_hook, deliver_batch
 from jetkafka.recovery import ranges as rng
 from jetkafka.recovery.ledger import RecoveryLedger, RecoveryRecord, Snapshot
 
@@ -40,8 +42,6 @@ if TYPE_CHECKING:
     from jetkafka.channel.inbound import InboundChannel
 
 log = logging.getLogger("jetkafka.recovery")
-
-Key = tuple[str, int]
 
 
 @dataclass
@@ -99,19 +99,16 @@ class RecoveryRunner:
         source = self.source(cursor, head, last + 1)
         # Counted before the call: a processor may store progress itself (source.commit).
         cursor.unstored += len(batch)
-        try:
-            response = self.processor.on_next_batch(source, EventBatch(batch, recovery=True))
-            if not isinstance(response, BatchResponse):
-                raise TypeError(
-                    f"{type(self.processor).__name__}.on_next_batch must return a BatchResponse, got {response!r}"
-                )
-        except PartitionLost:
+        end = deliver_batch(self.processor, source, EventBatch(batch, recovery=True))
+        if end.lost is not None:
             self._drop(cursor.key)
             return
-        except Exception as exc:
+        if end.failure is not None:
             cursor.unstored = max(0, cursor.unstored - len(batch))
-            self._failed(cursor, source, batch, exc)
+            self._failed(cursor, source, batch, end.failure)
             return
+        response = end.response
+        assert response is not None
         cursor.attempts = 0
         if self.apply(cursor, response, last + 1) and response.kind is ResponseKind.ADVANCE:
             self._call(cursor, "on_batch_processed", source)
@@ -136,9 +133,9 @@ class RecoveryRunner:
             self.apply(cursor, response, batch[-1].offset() + 1)
             return
         cfg = self.channel.config.channel
-        backoff = min(cfg.error_backoff_max_ms, cfg.error_backoff_ms * 2 ** (cursor.attempts - 1)) / 1000
+        wait_s = backoff_ms(cursor.attempts, cfg.error_backoff_ms, cfg.error_backoff_max_ms) / 1000
         cursor.redeliver = batch
-        cursor.not_before = time.monotonic() + backoff
+        cursor.not_before = time.monotonic() + wait_s
 
     def apply(self, cursor: Cursor, response: BatchResponse, after: int) -> bool:
         """Apply a response to the batch ending before ``after``; False if the partition was dropped."""
@@ -284,11 +281,11 @@ class RecoveryRunner:
         self.channel.stats.recovery_remaining(cursor.key, cursor.snap.record.remaining)
 
     def _call(self, cursor: Cursor, name: str, *args: Any) -> Any:
-        try:
-            return getattr(self.processor, name)(*args)
-        except Exception:
-            log.exception("%s[%d]: recovery %s raised", cursor.key[0], cursor.key[1], name)
-            return None
+        def failed(hook: str, exc: Exception) -> None:
+            log.error("%s[%d]: recovery %s raised %s", cursor.key[0], cursor.key[1], hook, type(exc).__name__,
+                      exc_info=exc)
+
+        return call_hook(self.processor, name, *args, failed=failed)
 
 
 def _inside(ranges: rng.Ranges, offset: int) -> bool:

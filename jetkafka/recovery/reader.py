@@ -29,10 +29,9 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from jetkafka.channel.fetcher import consumer_config
 from jetkafka.errors import ConnectError
+from jetkafka.events import Key
 
 log = logging.getLogger(__name__)
-
-Key = tuple[str, int]
 
 
 @dataclass

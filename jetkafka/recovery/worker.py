@@ -36,6 +36,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from jetkafka.coordination.ownership import Lease
+from jetkafka.events import Key
 from jetkafka.processors.base import BatchEventProcessor
 from jetkafka.recovery import ranges as rng
 from jetkafka.recovery.ledger import RecoveryLedger, Snapshot
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("jetkafka.recovery")
 
-Key = tuple[str, int]
 REFRESH_S = 1.0  # how often owned partitions are matched against recovery nodes
 LINGER_S = 0.3  # a partial batch waits this long for more records before it is delivered
 STALL_S = 3.0  # no record for this long: look at the watermarks (retention, truncation)

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from jetkafka.events import Key
 from jetkafka.spark.arrow import to_table
 from jetkafka.spark.ledger import PendingRange
 
@@ -46,8 +47,6 @@ if TYPE_CHECKING:
     from jetkafka.coordination.ownership import Lease
 
 log = logging.getLogger("jetkafka.spark")
-
-Key = tuple[str, int]
 
 
 @dataclass

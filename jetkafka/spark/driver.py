@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 
+from jetkafka.backoff import backoff_ms
 from jetkafka.coordination.errors import CommitUncertain
 from jetkafka.errors import CommitFenced, OffsetMoved
 from jetkafka.spark.arrow import to_dataframe
@@ -171,7 +172,7 @@ class MicroBatchDriver:
                 attempt += 1
                 if step == "fn":
                     self.stats.failures += 1
-                backoff_ms = self._backoff_ms(attempt)
+                wait_ms = self._backoff_ms(attempt)
                 # ZooKeeper out of reach while recording is an outage, not a bug: no traceback.
                 unreachable = step == "record" and isinstance(exc, (KazooException, CommitUncertain))
                 (log.warning if unreachable else log.error)(
@@ -182,10 +183,10 @@ class MicroBatchDriver:
                     attempt,
                     type(exc).__name__,
                     exc,
-                    backoff_ms,
+                    wait_ms,
                     exc_info=exc if attempt == 1 and not unreachable else None,
                 )
-                self._stop.wait(backoff_ms / 1000)
+                self._stop.wait(wait_ms / 1000)
                 continue
             self._done(batch, elapsed)
             return
@@ -196,7 +197,7 @@ class MicroBatchDriver:
         )
 
     def _backoff_ms(self, attempt: int) -> int:
-        return int(min(self.backoff_max_ms, self.backoff_ms * (2 ** (attempt - 1))))
+        return backoff_ms(attempt, self.backoff_ms, self.backoff_max_ms)
 
     def _call_fn(self, df: Any, batch: MicroBatch) -> None:
         assert batch.batch_id is not None
@@ -393,15 +394,15 @@ class MicroBatchDriver:
                 continue
             except CommitUncertain as exc:
                 attempt += 1
-                backoff_ms = self._backoff_ms(attempt)
+                wait_ms = self._backoff_ms(attempt)
                 log.warning(
                     "micro-batch %s (%s): commit postponed, ZooKeeper unreachable (%s); retrying in %d ms",
                     batch.batch_id,
                     batch.ranges(),
                     exc,
-                    backoff_ms,
+                    wait_ms,
                 )
-                self._stop.wait(backoff_ms / 1000)
+                self._stop.wait(wait_ms / 1000)
                 continue
             st = self.stats
             st.batches += 1

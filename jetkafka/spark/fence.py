@@ -35,12 +35,11 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from jetkafka.errors import JetkafkaError
+from jetkafka.events import Key
 
 if TYPE_CHECKING:
     from jetkafka.channel.context import ChannelContext
     from jetkafka.spark.batch import Collector, Slice
-
-Key = tuple[str, int]
 
 
 class StaleWriter(JetkafkaError):

@@ -36,14 +36,13 @@ from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from jetkafka.coordination.paths import GroupPaths
+from jetkafka.events import Key
 
 if TYPE_CHECKING:
     from jetkafka.channel.context import ChannelContext
     from jetkafka.coordination.ownership import Lease
 
 log = logging.getLogger("jetkafka.spark")
-
-Key = tuple[str, int]
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Partitions a rebalance took but the channel could not start: given up, taken again, processed.
 
 Injected: the look-up of where never-committed partitions start (``Fetcher.log_ends``, one
-ListOffsets request per topic) fails with ``ConnectError`` for its first calls on the channel
+ListOffsets request per topic, then one per partition) fails with ``ConnectError`` for its first calls on the channel
 under test, as it does when the broker is slow or unreachable at that moment.
 Asserted: no partition stays owned and unprocessed. Each failure is logged once as an ERROR
 naming the partitions; the partitions are given up (owner nodes deleted), taken again after a
@@ -15,11 +15,10 @@ import logging
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from kazoo.client import KazooClient
 
 from jetkafka import InboundChannel, parse_config
-from jetkafka.channel.fetcher import Fetcher
-from jetkafka.errors import ConnectError
 from tests.support.channels import RecordingProcessor, channel_config, values
 from tests.support.group_watch import owners
 from tests.support.load import delivery_report, wait_for
@@ -28,19 +27,39 @@ PARTITIONS = 4
 EVENTS = 400
 
 
-def log_ends_failing(times: int) -> type[Fetcher]:
-    """A fetcher whose first ``times`` look-ups of log ends fail as an unreachable broker's do."""
+class LogEndsFailing:
+    """Stands for the channel's metadata consumer (as its ``wrap_consumer``): its first
+    ``times`` look-ups of log ends fail as an unreachable broker's do, the batch look-up and
+    the per-partition fallback alike, so the channel sees ``ConnectError``."""
 
-    class LogEndsFailing(Fetcher):
-        calls = 0
+    def __init__(self, times: int) -> None:
+        self._left = times
+        self._failing = False
+        self._consumer: Any = None
+        self.calls = 0
 
-        def log_ends(self, topic: str, partitions: list[int], earliest: bool, timeout: float = 10.0) -> dict[int, int]:
-            type(self).calls += 1
-            if type(self).calls <= times:
-                raise ConnectError(f"{topic}: cannot list offsets from the broker (injected time-out)")
-            return super().log_ends(topic, partitions, earliest, timeout)
+    def __call__(self, consumer: Any, role: str) -> Any:
+        if role != "metadata":
+            return consumer
+        self._consumer = consumer
+        return self
 
-    return LogEndsFailing
+    def offsets_for_times(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        self._failing = self._left > 0
+        if self._failing:
+            self._left -= 1
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "injected time-out"))
+        return self._consumer.offsets_for_times(*args, **kwargs)
+
+    def get_watermark_offsets(self, *args: Any, **kwargs: Any) -> Any:
+        if self._failing:
+            self._failing = False
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "injected time-out"))
+        return self._consumer.get_watermark_offsets(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._consumer, name)
 
 
 def test_partitions_whose_start_offset_cannot_be_looked_up_are_given_up_and_taken_again(
@@ -58,9 +77,9 @@ def test_partitions_whose_start_offset_cannot_be_looked_up_are_given_up_and_take
         zk_connect, kafka_config, [topic], auto_offset_reset="earliest", rebalance_interval_s=3600
     )
     processor = RecordingProcessor()
-    channel = InboundChannel(parse_config(config), processor)
-    failing = log_ends_failing(times=2)
-    channel._fetcher_class = failing  # the fault sits on the channel's boundary to the broker
+    # The fault sits on the channel's boundary to the broker.
+    failing = LogEndsFailing(times=2)
+    channel = InboundChannel(parse_config(config), processor, wrap_consumer=failing)
     channel.start()
     try:
         took = wait_for(lambda: len(processor.ids()) >= EVENTS, 60, "every event processed")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections import Counter
@@ -17,7 +16,6 @@ from kazoo.client import KazooClient
 from jetkafka.coordination.offsets import OffsetStore
 from jetkafka.coordination.paths import GroupPaths
 from jetkafka.ops.protocol import command_path
-from jetkafka.ops.reset import HALT_AFTER_ENV
 from tests.support.channels import RecordingProcessor, channel_config, make_channel, values, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,6 +27,19 @@ def reset_command(config: Path, topic: str, command_id: str) -> list[str]:
         sys.executable, "-m", "jetkafka", "offsets", "reset", "--config", str(config),
         "--topic", topic, "--to", "5", "--id", command_id, "--timeout", "60", "--json",
     ]  # fmt: skip
+
+
+HALTING_RESET = """
+import sys, threading
+from jetkafka.ops.reset import reset_offsets
+
+def halt(partition, offset):
+    sys.stderr.write(f"halted by the hook after moving partition {partition} to {offset}\\n")
+    sys.stderr.flush()
+    threading.Event().wait()
+
+reset_offsets(sys.argv[1], sys.argv[2], 5, timeout=60, command_id=sys.argv[3], on_partition_moved=halt)
+"""
 
 
 def markers(zk: KazooClient, command_id: str) -> dict[int, dict[str, Any]]:
@@ -58,12 +69,13 @@ def test_a_killed_reset_retried_with_its_id_moves_each_partition_once(
 
         stderr_path = tmp_path / "first.err"
         with open(stderr_path, "w") as stderr:
+            # The command's own hook: after it moved the first partition nobody held, it
+            # freezes, so that the SIGKILL lands between two of its steps.
             first = subprocess.Popen(
-                reset_command(config, topic, "crash-1"),
+                [sys.executable, "-c", HALTING_RESET, str(config), topic, "crash-1"],
                 cwd=REPO,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
-                env={**os.environ, HALT_AFTER_ENV: "1"},
             )
             try:
                 wait_until(lambda: "halted by" in stderr_path.read_text(), timeout=60, what="the command to halt")
