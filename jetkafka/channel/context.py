@@ -103,6 +103,12 @@ class ChannelContext:
         controller = self._channel._controller
         return controller is not None and controller.lease.valid()
 
+    def may_act(self) -> bool:
+        """Whether the channel's workers may start work now: ZooKeeper connected and the local
+        lease running. A call to ZooKeeper made while this is False would wait for the
+        connection to come back; leave such writes to the channel (``advance()``)."""
+        return self._channel._may_act()
+
     def fencing_token(self, topic: str, partition: int) -> int | None:
         """The fencing token of this instance's current hold on a partition (None if not held).
 

@@ -60,9 +60,9 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
     Build it from a file (:meth:`from_yaml`), a dict (:meth:`from_dict`) or a
     :class:`JetkafkaConfig`; pass a processor instance, or let the channel build the one named
     in ``processor.class``. :meth:`start` connects and joins the group; :meth:`shutdown`
-    leaves it gracefully. ``wrap_consumer(consumer, role)`` may stand between the channel and
-    each librdkafka consumer it makes (``role`` "fetch" or "metadata"), e.g. to instrument it;
-    it must forward every call it does not handle.
+    leaves it gracefully. ``wrap_consumer(consumer, role)`` may stand between the channel's
+    fetcher and each librdkafka consumer it makes (``role`` "fetch" or "metadata"; recovery's
+    reader keeps its own), e.g. to instrument it; it must forward every call it does not handle.
     """
 
     def __init__(

@@ -220,7 +220,9 @@ class PartitionState:
             self._clear()
         while self.moves:
             move = self.moves.popleft()
-            if move.start():
+            # An uncertain move is started already and no longer withdrawable: its waiter is
+            # answered here too, or it would wait forever.
+            if move.uncertain or move.start():
                 move.fail(CommitFenced(self.topic, self.partition, "reposition refused: partition given up first", "not_held"))
 
     def reposition(self, offset: int) -> None:

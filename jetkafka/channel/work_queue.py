@@ -3,9 +3,9 @@
 Guarantee: a partition is in at most one worker's hands at a time. A partition is queued only
 from IDLE, taken only from QUEUED, and returned to IDLE by the worker that took it, all under
 one lock; so events of one partition are processed by one thread at a time, in offset order.
-That holds across holds too: a partition lost and taken again has a new state while a worker
-may still be finishing the old one's batch; the new state waits, unqueued, until that turn
-ends.
+That holds across holds too: a partition lost and taken again has a new state while the old
+one may still be queued (its loss to handle) or in a worker's hands (finishing a batch); the
+new state waits, unqueued, until the old one is neither.
 
 A partition is queued when it has work: buffered events, a batch to re-deliver, a release, a
 loss or a reposition to handle, or an idle callback due. ``wait(ms)`` responses and error
@@ -41,10 +41,10 @@ class PartitionQueue:
         self._timers: list[tuple[float, int, PartitionState]] = []
         self._seq = itertools.count()
         self._closed = False
-        # The state of each partition in a worker's hands, and a newer state of the same
-        # partition waiting for that turn to end.
-        self._in_hand: dict[tuple[str, int], PartitionState] = {}
-        self._after_turn: dict[tuple[str, int], PartitionState] = {}
+        # The state of each partition that is queued or in a worker's hands, and the other
+        # states of the same partition waiting for it to be neither, oldest first.
+        self._active: dict[tuple[str, int], PartitionState] = {}
+        self._waiting: dict[tuple[str, int], list[PartitionState]] = {}
 
     @property
     def closed(self) -> bool:
@@ -74,13 +74,16 @@ class PartitionQueue:
     def _offer_locked(self, state: PartitionState, now: float) -> None:
         if state.turn is not Turn.IDLE:
             return
-        holder = self._in_hand.get(state.key)
-        if holder is not None and holder is not state:
-            self._after_turn[state.key] = state  # offered again when the holder's turn ends
+        active = self._active.get(state.key)
+        if active is not None and active is not state:
+            waiting = self._waiting.setdefault(state.key, [])
+            if state not in waiting:
+                waiting.append(state)  # offered again once the active state goes idle
             return
         due = self._due(state, now)
         if due == 0.0:
             state.turn = Turn.QUEUED
+            self._active[state.key] = state
             self._ready.append(state)
             self._cond.notify()
         elif due is not None and (state.timer_at is None or due < state.timer_at):
@@ -104,7 +107,6 @@ class PartitionQueue:
                 if self._ready:
                     state = self._ready.popleft()
                     state.turn = Turn.IN_HAND
-                    self._in_hand[state.key] = state
                     return state
                 wake = deadline
                 if self._timers:
@@ -135,13 +137,14 @@ class PartitionQueue:
         """The worker is done with its turn; the partition is queued again if it has work."""
         with self._cond:
             state.turn = Turn.IDLE
-            if self._in_hand.get(state.key) is state:
-                del self._in_hand[state.key]
             now = time.monotonic()
             self._offer_locked(state, now)  # wakes one worker if queued again
-            waiting = self._after_turn.pop(state.key, None)
-            if waiting is not None and waiting is not state:
-                self._offer_locked(waiting, now)
+            if state.turn is Turn.IDLE:  # not queued again: the partition is free
+                if self._active.get(state.key) is state:
+                    del self._active[state.key]
+                for waiting in self._waiting.pop(state.key, []):
+                    if waiting is not state:
+                        self._offer_locked(waiting, now)  # the first queued, the others wait again
             self._turn_ended.notify_all()
 
     def wait_idle(self, state: PartitionState, timeout: float) -> bool:

@@ -99,10 +99,15 @@ class PauseWatch:
         applied: bool = False,
     ) -> None:
         self._apply = apply
-        self._flags = {"group": False, "instance": False}
+        client.ensure_path(paths.paused)
+        # Both markers read before the watches' first reports: compared one at a time, the
+        # first report alone could look like a resume of a pause the other marker keeps.
+        self._flags = {
+            "group": client.exists(paths.pause_marker(None)) is not None,
+            "instance": client.exists(paths.pause_marker(consumer_id)) is not None,
+        }
         self._lock = threading.Lock()
         self._paused = applied
-        client.ensure_path(paths.paused)
         self._watches = [
             NodeWatch(client, paths.pause_marker(None), self._marker("group")),
             NodeWatch(client, paths.pause_marker(consumer_id), self._marker("instance")),

@@ -12,4 +12,5 @@ class CommitUncertain(JetkafkaError):
 
 class CommitAnswerLate(CommitUncertain):
     """The answer to an asynchronous commit came after its writer stopped waiting for it
-    (:attr:`Lease.SETTLE_TIMEOUT_S`): later writes went out since, so it must change nothing."""
+    (:attr:`Lease.SETTLE_TIMEOUT_S`): the writer went on as if it had not landed, and the next
+    write under the lease finds out where the offset node stands, so it must change nothing."""

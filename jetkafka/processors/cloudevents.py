@@ -114,10 +114,10 @@ def _resume_at(
 
     The commit is made here, before the partition's next batch, so that a crash re-sends at
     most the batch in flight; the pipeline would fold several batches into one commit per
-    interval. With ``commit_now`` false (the local lease ran out: ZooKeeper has not answered
-    for most of a session) or when the commit fails for any reason but fencing, it is left to
-    the response's ``advance()``, which the channel sends and retries; what was delivered is
-    never delivered again for it. A refused commit raises :class:`CommitFenced` (the partition
+    interval. With ``commit_now`` false (ZooKeeper disconnected, or the local lease ran out: a
+    call now would wait for the connection) or when the commit fails for any reason but
+    fencing, it is left to the response's ``advance()``, which the channel sends and retries
+    once it may; until then a crash re-sends what was delivered since the last commit. A refused commit raises :class:`CommitFenced` (the partition
     is lost, nothing more of it is sent).
     """
     if commit_now and source.committed_offset != offset:
@@ -270,8 +270,8 @@ class HttpDispatcher(BatchEventProcessor):
         return self._resume_at(source, last + 1, last)
 
     def _resume_at(self, source: PartitionSource, offset: int, last: int, wait_ms: int = 0) -> BatchResponse:
-        valid = self._context is None or self._context.lease_valid()
-        return _resume_at(source, offset, last, wait_ms, commit_now=valid)
+        connected = self._context is None or self._context.may_act()
+        return _resume_at(source, offset, last, wait_ms, commit_now=connected)
 
     def on_stream_termination(self, source: PartitionSource) -> BatchResponse | None:
         self._pending.pop((source.topic, source.partition), None)

@@ -124,7 +124,8 @@ class RetryPolicy:
         return status is None or status in self.retry_on
 
     def backoff_ms(self, retry: int) -> int:
-        """The back-off before retry number ``retry`` (1-based), capped by ``max_delay_ms``."""
+        """The back-off before retry number ``retry`` (1-based): the formula's value capped by
+        ``max_delay_ms``, plus up to a fifth of it (:mod:`jetkafka.backoff`)."""
         growth = "linear" if self.backoff == "linear" else "exponential"
         return _backoff_ms(retry, self.delay_ms, self.max_delay_ms, growth)
 

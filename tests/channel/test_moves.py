@@ -273,3 +273,53 @@ def test_a_reset_whose_commit_landed_without_an_answer_is_completed_not_undone(
     after = calls[moves[0] + 1 :]
     assert after[0][1] == 10 and after[-1][2] == 109
     assert all(a[2] + 1 == b[1] for a, b in zip(after, after[1:]))
+
+
+def test_a_reset_still_unconfirmed_when_the_partition_is_lost_answers_its_waiter(
+    zk_connect: str, zk: KazooClient, kafka_config: dict[str, Any], topic_factory: Any, produce: Any
+) -> None:
+    """Injected: every attempt of a reset's commit goes unanswered (CommitUncertain), then the
+    session expires for real. Asserted: the waiter is answered (CommitFenced: the next owner
+    applies the reset) instead of waiting forever, and the channel goes on."""
+    from jetkafka.coordination.errors import CommitUncertain
+    from jetkafka.errors import CommitFenced
+    from tests.support.zk_faults import expire_session
+
+    topic = topic_factory(partitions=1)
+    produce(topic, values(20, 1))
+    processor = Recorder()
+    channel = make_channel(zk_connect, kafka_config, topic, processor)
+    channel.start()
+    outcome: list[BaseException | int | None] = []
+    try:
+        wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 20}, what="every record committed")
+        store = channel._membership.offsets  # type: ignore[union-attr]
+        real = store.commit_many
+        attempts = [0]
+
+        def unanswered(commits: Any, extra: Any = None, expected: Any = None) -> None:
+            if extra is None:
+                return real(commits, extra, expected)
+            attempts[0] += 1
+            raise CommitUncertain("no answer (injected)")
+
+        store.commit_many = unanswered  # type: ignore[method-assign]
+
+        def reset() -> None:
+            try:
+                outcome.append(channel.reposition(topic, 0, 5, extra=lambda tx: None, timeout=5))
+            except BaseException as exc:  # noqa: BLE001 - the outcome is what is asserted
+                outcome.append(exc)
+
+        waiter = threading.Thread(target=reset, name="waiter")
+        waiter.start()
+        wait_until(lambda: attempts[0] >= 2, what="the move tried again")
+        expire_session(channel._controller.client)  # type: ignore[union-attr]
+        waiter.join(20)
+        assert not waiter.is_alive(), "the reset's waiter was never answered"
+        store.commit_many = real  # type: ignore[method-assign]
+        produce(topic, values(5, 1, start=20))
+        wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 25}, what="the channel going on")
+    finally:
+        channel.shutdown()
+    assert len(outcome) == 1 and isinstance(outcome[0], CommitFenced), outcome

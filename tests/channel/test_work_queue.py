@@ -76,3 +76,22 @@ def test_a_partition_taken_again_waits_for_the_old_holds_turn_to_end() -> None:
     old.remove()
     queue.give_back(old)  # the loss handled, the old turn over
     assert queue.take(timeout=1) is new
+
+
+def test_a_partition_taken_again_waits_while_the_old_hold_is_queued_or_goes_back_with_work() -> None:
+    """The old hold's state still queued (its loss waiting for a free worker), or given back
+    with its loss still to handle: the new state reaches no worker until the old one is done."""
+    budget = BufferBudget(1000, 1 << 20)
+    queue = PartitionQueue(idle_ms=0)
+    old = with_backlog(0, budget)
+    old.lost_reason = "session expired"
+    queue.offer(old)  # queued, every worker busy
+    new = with_backlog(0, budget)
+    queue.offer(new)
+    assert queue.take(timeout=1) is old
+    queue.give_back(old)  # its turn ended before it handled the loss: queued again
+    assert queue.take(timeout=1) is old
+    assert queue.take(timeout=0.3) is None  # not the new one meanwhile
+    old.remove()
+    queue.give_back(old)
+    assert queue.take(timeout=1) is new

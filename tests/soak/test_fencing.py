@@ -35,6 +35,9 @@ from jetkafka.devstack.zookeeper import zookeeper_classpath
 from tests.soak.fencing import replay
 from tests.support.zk_txnlog import Txn, read_txn_logs, txn_log_files
 
+# Starts a ZooKeeper server of its own (see tests/conftest.py).
+pytestmark = pytest.mark.cluster
+
 GROUP = "g"
 OWNER = "/consumers/g/owners/t/{}"
 OFFSET = "/consumers/g/offsets/t/{}"
@@ -43,8 +46,6 @@ _HOLDER = """
 import json, os, sys, time
 from kazoo.client import KazooClient
 
-# Starts servers of its own: a live ZooKeeper and broker (see tests/conftest.py).
-pytestmark = pytest.mark.cluster
 c = KazooClient(hosts=sys.argv[1], timeout=2)
 c.start(10)
 c.create("/consumers/g/ids/holder", json.dumps({"pid": os.getpid()}).encode(), ephemeral=True, makepath=True)
