@@ -117,8 +117,9 @@ def _resume_at(
     interval. With ``commit_now`` false (ZooKeeper disconnected, or the local lease ran out: a
     call now would wait for the connection) or when the commit fails for any reason but
     fencing, it is left to the response's ``advance()``, which the channel sends and retries
-    once it may; until then a crash re-sends what was delivered since the last commit. A refused commit raises :class:`CommitFenced` (the partition
-    is lost, nothing more of it is sent).
+    once it may; until then a crash re-sends what was delivered since the last commit. A
+    refused commit raises :class:`CommitFenced` (the partition is lost, nothing more of it is
+    sent).
     """
     if commit_now and source.committed_offset != offset:
         try:
