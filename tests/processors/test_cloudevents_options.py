@@ -12,9 +12,9 @@ import pytest
 
 from jetkafka.config import parse_config
 from jetkafka.errors import ProcessorError
-from jetkafka.processors.ce_encoding import EncodingError, RecordEncoder, error_extensions
+from jetkafka.processors.cloudevents.encoding import EncodingError, RecordEncoder, error_extensions
 from jetkafka.processors.cloudevents import HttpDispatcher
-from jetkafka.processors.delivery import RetryPolicy, parse_retry_after
+from jetkafka.processors.cloudevents.delivery import RetryPolicy, parse_retry_after
 from jetkafka.processors.loading import load_processor
 
 

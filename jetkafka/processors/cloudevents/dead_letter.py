@@ -3,7 +3,7 @@
 Either an HTTP endpoint (the event POSTed in the subscription's content mode) or a Kafka
 topic (the event as a binary-mode CloudEvents record, through the channel's
 :class:`~jetkafka.channel.dead_letter.DeadLetterSink`, which waits for ``acks=all``). In both
-the event carries the error extensions of :func:`~jetkafka.processors.ce_encoding.error_extensions`.
+the event carries the error extensions of :func:`~jetkafka.processors.cloudevents.encoding.error_extensions`.
 A sink that does not acknowledge raises :class:`DeadLetterFailed`; the dispatcher then keeps
 the record and tries the sink again later, so a record is never committed past unacknowledged.
 """
@@ -16,8 +16,8 @@ from typing import Any, Protocol
 from jetkafka.channel.dead_letter import DeadLetterSink
 from jetkafka.channel.errors import DeadLetterError
 from jetkafka.errors import JetkafkaError
-from jetkafka.processors.ce_encoding import Mode, Record, RecordEvent
-from jetkafka.processors.delivery import HttpSender
+from jetkafka.processors.cloudevents.encoding import Mode, Record, RecordEvent
+from jetkafka.processors.cloudevents.delivery import HttpSender
 
 
 class DeadLetterFailed(JetkafkaError):

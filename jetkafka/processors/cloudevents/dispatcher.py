@@ -8,9 +8,9 @@ more instances of its group. See ``docs/cloudevents.md``.
 How a record is handled (per partition, in offset order; record *n+1* is never sent before
 record *n* is finished):
 
-1. it becomes a CloudEvent (:mod:`jetkafka.processors.ce_encoding`) and is POSTed;
+1. it becomes a CloudEvent (:mod:`jetkafka.processors.cloudevents.encoding`) and is POSTed;
 2. a 2xx answer finishes it (delivered);
-3. a retryable failure (:mod:`jetkafka.processors.delivery`) ends the batch there: the
+3. a retryable failure (:mod:`jetkafka.processors.cloudevents.delivery`) ends the batch there: the
    response commits what came before and asks the channel to come back to this record after
    the back-off (``BatchResponse.advance().seek(offset).wait(ms)``). The worker thread is free
    meanwhile, and a release or shutdown does not wait for the back-off;
@@ -66,10 +66,10 @@ from jetkafka.coordination.errors import CommitUncertain
 from jetkafka.errors import PartitionLost, ProcessorError
 from jetkafka.events import Event, EventBatch, Key, PartitionSource
 from jetkafka.processors.base import BatchEventProcessor, BatchResponse
-from jetkafka.processors.ce_dead_letter import DeadLetterFailed, DeadLetterTarget, TopicDeadLetter, UrlDeadLetter
-from jetkafka.processors.ce_encoding import CONTENT_MODES, EncodingError, RecordEncoder, error_extensions
-from jetkafka.processors.delivery import HttpSender, RetryPolicy, invalid, whole
-from jetkafka.processors.dispatch_metrics import DispatchMetrics
+from jetkafka.processors.cloudevents.dead_letter import DeadLetterFailed, DeadLetterTarget, TopicDeadLetter, UrlDeadLetter
+from jetkafka.processors.cloudevents.encoding import CONTENT_MODES, EncodingError, RecordEncoder, error_extensions
+from jetkafka.processors.cloudevents.delivery import HttpSender, RetryPolicy, invalid, whole
+from jetkafka.processors.cloudevents.metrics import DispatchMetrics
 
 if TYPE_CHECKING:
     from jetkafka.channel.context import ChannelContext
@@ -144,7 +144,7 @@ class HttpDispatcher(BatchEventProcessor):
     that are not CloudEvents; ``{topic}`` in the source is replaced); ``content_type`` (their
     ``datacontenttype`` when the record has no ``content-type`` header); ``content_mode``
     (``as-received``, ``binary`` or ``structured``); ``retry`` (see
-    :class:`~jetkafka.processors.delivery.RetryPolicy`); ``dead_letter`` (``{url: ...}`` or
+    :class:`~jetkafka.processors.cloudevents.delivery.RetryPolicy`); ``dead_letter`` (``{url: ...}`` or
     ``{topic: ...}``); ``subscription`` (metric label, default the channel's group);
     ``max_turn_ms``. ``registry`` (Python only) receives the metrics instead of the default.
     """

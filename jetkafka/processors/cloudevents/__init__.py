@@ -1,0 +1,16 @@
+"""The CloudEvents dispatcher: a channel's records delivered to an HTTP subscriber, in order.
+
+``jetkafka.processors.cloudevents:HttpDispatcher`` is the processor class to name in YAML. The
+package's modules, one idea each: :mod:`.dispatcher` (the processor: per-partition order,
+retries, fencing, commits), :mod:`.encoding` (a record as a CloudEvent, binary or structured),
+:mod:`.delivery` (the HTTP request and the retry policy), :mod:`.dead_letter` (where a record
+goes when it cannot be delivered) and :mod:`.metrics` (its Prometheus series). See
+``docs/cloudevents.md``.
+"""
+
+from jetkafka.processors.cloudevents.dead_letter import DeadLetterFailed, DeliveryFailed
+from jetkafka.processors.cloudevents.delivery import RetryPolicy
+from jetkafka.processors.cloudevents.dispatcher import HttpDispatcher
+from jetkafka.processors.cloudevents.encoding import EncodingError
+
+__all__ = ["DeadLetterFailed", "DeliveryFailed", "EncodingError", "HttpDispatcher", "RetryPolicy"]
