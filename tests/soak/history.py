@@ -26,6 +26,7 @@ Nothing here interprets the data: that is :mod:`tests.soak.checker`'s work.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,33 +105,38 @@ class EventLog:
     torn_lines: int = 0
 
 
-def read_events(path: str | Path) -> EventLog:
-    """Every complete line of an event log (a line cut short by a kill is counted, not read)."""
-    out = EventLog()
+def _lines(path: str | Path) -> Iterator[tuple[int, str, list[str]]]:
+    """Each line of a log with its number and fields; nothing if the log was never written."""
     try:
         f = open(path, encoding="utf-8", errors="replace")
     except FileNotFoundError:
-        return out
+        return
     with f:
         for seq, line in enumerate(f):
-            fields = line.split()
-            if not line.endswith("\n") or len(fields) < 6:
-                out.torn_lines += 1
-                continue
-            try:
-                kind, pid, at = fields[0], int(fields[1]), float(fields[2])
-                if kind == "D":
-                    recovery = len(fields) > 7 and fields[7] == "r"
-                    out.deliveries.append(
-                        Delivery(pid, at, fields[3], int(fields[4]), int(fields[5]), int(fields[6]), seq, recovery)
-                    )
-                elif kind == "S":
-                    out.slices.append(Slice(pid, at, int(fields[3]), fields[4], *map(int, fields[5:9])))
-                else:
-                    count = int(fields[6]) if kind == "R" and len(fields) > 6 else 0
-                    out.callbacks.append(Callback(kind, pid, at, fields[3], int(fields[4]), fields[5], seq, count))
-            except (ValueError, IndexError, TypeError):
-                out.torn_lines += 1
+            yield seq, line, line.split()
+
+
+def read_events(path: str | Path) -> EventLog:
+    """Every complete line of an event log (a line cut short by a kill is counted, not read)."""
+    out = EventLog()
+    for seq, line, fields in _lines(path):
+        if not line.endswith("\n") or len(fields) < 6:
+            out.torn_lines += 1
+            continue
+        try:
+            kind, pid, at = fields[0], int(fields[1]), float(fields[2])
+            if kind == "D":
+                recovery = len(fields) > 7 and fields[7] == "r"
+                out.deliveries.append(
+                    Delivery(pid, at, fields[3], int(fields[4]), int(fields[5]), int(fields[6]), seq, recovery)
+                )
+            elif kind == "S":
+                out.slices.append(Slice(pid, at, int(fields[3]), fields[4], *map(int, fields[5:9])))
+            else:
+                count = int(fields[6]) if kind == "R" and len(fields) > 6 else 0
+                out.callbacks.append(Callback(kind, pid, at, fields[3], int(fields[4]), fields[5], seq, count))
+        except (ValueError, IndexError, TypeError):
+            out.torn_lines += 1
     return out
 
 
@@ -151,17 +157,11 @@ class Request:
 def read_requests(path: str | Path) -> list[Request]:
     """Every complete line of a subscriber log: ``H <time> <topic> <partition> <offset> <id> <epoch> <status>``."""
     out: list[Request] = []
-    try:
-        f = open(path, encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return out
-    with f:
-        for seq, line in enumerate(f):
-            fields = line.split()
-            if not line.endswith("\n") or len(fields) != 8 or fields[0] != "H":
-                continue
-            epoch = None if fields[6] == "-" else int(fields[6])
-            out.append(Request(float(fields[1]), fields[2], int(fields[3]), int(fields[4]), int(fields[5]), epoch, int(fields[7]), seq))
+    for seq, line, fields in _lines(path):
+        if not line.endswith("\n") or len(fields) != 8 or fields[0] != "H":
+            continue
+        epoch = None if fields[6] == "-" else int(fields[6])
+        out.append(Request(float(fields[1]), fields[2], int(fields[3]), int(fields[4]), int(fields[5]), epoch, int(fields[7]), seq))
     return out
 
 

@@ -32,19 +32,7 @@ class SoakMember(Member):
     """A :class:`~tests.support.processes.Member` that dies with the soak."""
 
     def __init__(self, workdir: Path, name: str, config: dict[str, Any]) -> None:
-        self.name = name
-        self.config_path = workdir / f"{name}.yaml"
-        self.log_path = workdir / f"{name}.log"
-        self.config_path.write_text(yaml.safe_dump(config))
-        self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jetkafka", "run", str(self.config_path), "--pythonpath", str(REPO)],
-            cwd=str(REPO),
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            preexec_fn=die_with_parent(),
-        )
+        super().__init__(workdir, name, config, preexec_fn=die_with_parent())
 
 
 class MemberPool:

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,9 @@ REPO = Path(__file__).resolve().parents[2]
 class Member:
     """One ``jetkafka run`` process."""
 
-    def __init__(self, workdir: Path, name: str, config: dict[str, Any]) -> None:
+    def __init__(
+        self, workdir: Path, name: str, config: dict[str, Any], preexec_fn: Callable[[], Any] | None = None
+    ) -> None:
         self.name = name
         self.config_path = workdir / f"{name}.yaml"
         self.log_path = workdir / f"{name}.log"
@@ -30,6 +33,7 @@ class Member:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             env=env,
+            preexec_fn=preexec_fn,
         )
 
     @property
