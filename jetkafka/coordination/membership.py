@@ -11,6 +11,8 @@ Threads: rebalances, session events and retries run on the controller thread
 (:class:`~jetkafka.coordination.controller.KafkaController`); watch callbacks only schedule a
 rebalance there. :meth:`GroupMembership.finish_release` runs on the thread that ends the hold
 (a worker, or the controller thread when the channel gives up a partition it just took).
+Where each lease stands (held, releasing, unreleased, backed off) is owned by
+:class:`~jetkafka.coordination.held_leases.HeldLeases`; this module only decides the moves.
 
 Guarantees and failure modes:
 
@@ -46,6 +48,7 @@ from kazoo.protocol.states import EventType, WatchedEvent
 from jetkafka.config import ChannelConfig
 from jetkafka.coordination import assignment
 from jetkafka.coordination.controller import KafkaController
+from jetkafka.coordination.held_leases import HeldLeases
 from jetkafka.coordination.offsets import OffsetStore
 from jetkafka.coordination.ownership import Lease, PartitionOwnership
 from jetkafka.coordination.paths import GroupPaths
@@ -80,12 +83,6 @@ TAKE_CHUNK = 32
 
 # How soon an owner node whose delete did not happen is deleted again.
 RELEASE_RETRY_S = 1.0
-# Back-off before this member takes again a partition the channel could not start.
-RETAKE_FIRST_S = 1.0
-RETAKE_MAX_S = 30.0
-# Back-offs ending this close together are over together: partitions given up together are
-# taken again in one go.
-RETAKE_SLACK_S = 0.1
 
 # The first start of each consumer id in this process: a channel builds a new membership at
 # every (re)subscribe but keeps its id, and its registration keeps its start time.
@@ -118,19 +115,9 @@ class GroupMembership:
         self.registry = ConsumerRegistry(client, self.paths)
         self.ownership = PartitionOwnership(client, self.paths, consumer_id)
         self.offsets = OffsetStore(client, self.paths)
-        self._lock = threading.Lock()
         # Held for a whole rebalance, so leaving the group can wait out one in progress.
         self._rebalancing = threading.Lock()
-        self._leases: dict[Key, Lease] = {}
-        # Counts the sessions that expired: a take begun in an earlier one is not recorded.
-        self._expiries = 0
-        self._releasing: set[Key] = set()
-        # Holds the channel is done with whose owner node may still exist: deleted again.
-        self._unreleased: dict[Key, Lease] = {}
-        # Leases handed to the channel and not adopted yet (see _hand_over).
-        self._adopting: dict[Key, Lease] = {}
-        # Partitions the channel could not start: (not taken again before, back-off).
-        self._retake: dict[Key, tuple[float, float]] = {}
+        self._leases = HeldLeases()
         self._active = False
         self._paused = False
         self._started = _started_at(consumer_id)
@@ -192,12 +179,7 @@ class GroupMembership:
         self._active = False
         self._stop_watching()
         self._controller.detach(self)
-        with self._lock:
-            leftover = [*self._leases.values(), *self._unreleased.values()]
-            self._leases.clear()
-            self._unreleased.clear()
-            self._adopting.clear()
-        for lease in leftover:
+        for lease in self._leases.clear():
             if not self._delete_owner_node(lease):
                 log.error(
                     "%s[%d]: the owner node could not be deleted while stopping; the partition stays owned "
@@ -251,10 +233,9 @@ class GroupMembership:
             # The controller keeps one due time per member: a watch's earlier one replaced the
             # back-off's, so ask again for the next partition whose back-off ends.
             now = time.monotonic()
-            with self._lock:
-                ends = [end for end, _ in self._retake.values() if end > now]
-            if ends and self._active:
-                self._controller.request_rebalance(self, "retake", min(ends) - now)
+            end = self._leases.next_retake(now)
+            if end is not None and self._active:
+                self._controller.request_rebalance(self, "retake", end - now)
 
     def _rebalance(self, reason: str) -> None:
         if not self._active:
@@ -285,19 +266,11 @@ class GroupMembership:
         self._check_leases(topic, owners)
         owners = self._delete_orphans(topic, owners)
         plan, claims = assignment.plan_topic(self.info(), topic, count, consumers, owners)
-        to_release = []
-        with self._lock:
-            for p in plan.release:
-                if (topic, p) not in self._releasing and (topic, p) in self._leases:
-                    self._releasing.add((topic, p))
-                    to_release.append((topic, p))
+        to_release = self._leases.start_releasing((topic, p) for p in plan.release)
         if to_release:
             self._log_release(reason, topic, to_release, claims, count)
             self._holder.release_requested(to_release, f"rebalance: {reason}")
-        now = time.monotonic()
-        with self._lock:
-            wanted = [p for p in plan.take if self._retake.get((topic, p), (0.0, 0.0))[0] <= now + RETAKE_SLACK_S]
-            expiries = self._expiries
+        wanted, expiries = self._leases.wanted(topic, plan.take)
         taken: list[Lease] = []
         try:
             while wanted and self._active:  # leaving the group: take nothing more
@@ -308,16 +281,7 @@ class GroupMembership:
                     break
                 chunk, wanted = wanted[:TAKE_CHUNK], wanted[TAKE_CHUNK:]
                 for lease in self.ownership.take_many(topic, chunk):
-                    with self._lock:
-                        # The session expired while the take was on its way and its leases were
-                        # cleared: this one is of the dead session (its owner node went with it,
-                        # or, taken just after a new session began, is deleted like a release).
-                        current = self._expiries == expiries
-                        if current:
-                            self._leases[lease.key] = lease
-                        else:
-                            self._unreleased[lease.key] = lease
-                    if current:
+                    if self._leases.record_take(lease, expiries):
                         taken.append(lease)
                     else:
                         log.warning("%s[%d]: taken as the ZooKeeper session expired; not held, taken again", *lease.key)
@@ -355,16 +319,13 @@ class GroupMembership:
     def _hand_over(self, taken: list[Lease]) -> None:
         """Give the channel the leases just taken; any it neither adopted nor gave up is given
         up here, so that no partition stays owned and unprocessed."""
-        with self._lock:
-            for lease in taken:
-                self._adopting[lease.key] = lease
+        self._leases.handing_over(taken)
         cause = "it neither started nor gave them up"
         try:
             self._holder.partitions_taken(taken)
         except Exception as exc:
             cause = f"{type(exc).__name__}: {exc}"
-        with self._lock:
-            left = [lease for lease in taken if self._adopting.get(lease.key) is lease]
+        left = self._leases.not_adopted(taken)
         held = [lease for lease in left if self.lease(lease.key) is lease]
         if held:
             log.error(
@@ -374,15 +335,10 @@ class GroupMembership:
             )
         for lease in left:
             self.finish_release(lease.key, lease)
-        with self._lock:
-            for lease in left:
-                if self._adopting.get(lease.key) is lease:
-                    del self._adopting[lease.key]
+        self._leases.forget_adopting(left)
 
     def _topic_gone(self, topic: str) -> None:
-        with self._lock:
-            held = [k for k in self._leases if k[0] == topic and k not in self._releasing]
-            self._releasing.update(held)
+        held = self._leases.start_releasing(self._leases.held_keys(topic))
         if held:
             log.error(
                 "topic %s no longer exists on the cluster: releasing %s; it is consumed again once it exists",
@@ -395,8 +351,7 @@ class GroupMembership:
         """Owner nodes naming this consumer that no hold accounts for (a take whose answer
         was lost with the connection) are deleted, to be taken again properly; returns the
         owners without them."""
-        with self._lock:
-            accounted = {p for t, p in [*self._leases, *self._unreleased] if t == topic}
+        accounted = self._leases.accounted(topic)
         orphans = [p for p, owner in owners.items() if owner == self.consumer_id and p not in accounted]
         if not orphans:
             return owners
@@ -404,29 +359,21 @@ class GroupMembership:
         return {p: owner for p, owner in owners.items() if p not in orphans}
 
     def _check_leases(self, topic: str, owners: Mapping[int, str]) -> None:
-        with self._lock:
-            gone = [k for k in self._leases if k[0] == topic and owners.get(k[1]) != self.consumer_id]
-            for k in gone:
-                del self._leases[k]
-                self._releasing.discard(k)
+        gone = self._leases.drop_not_owned(topic, owners, self.consumer_id)
         if gone:
             self._holder.partitions_lost(gone, "owner node no longer ours")
 
     # -- from the channel --------------------------------------------------------------------
 
     def lease(self, key: Key) -> Lease | None:
-        with self._lock:
-            return self._leases.get(key)
+        return self._leases.get(key)
 
     def commit(self, lease: Lease, offset: int) -> None:
         self.offsets.commit(lease, offset)
 
     def adopted(self, lease: Lease) -> None:
         """The channel started working on ``lease`` (from its ``partitions_taken``)."""
-        with self._lock:
-            if self._adopting.get(lease.key) is lease:
-                del self._adopting[lease.key]
-            self._retake.pop(lease.key, None)
+        self._leases.adopted(lease)
 
     def finish_release(self, key: Key, lease: Lease | None = None) -> None:
         """The channel is done with ``key`` (with ``lease``, when given): delete its owner node
@@ -435,20 +382,14 @@ class GroupMembership:
         did not happen is tried again on the controller thread until it does or the session
         ends; a partition the channel had not adopted yet is not taken again here for a
         back-off."""
-        with self._lock:
-            held = self._leases.get(key)
-            if held is None or (lease is not None and held is not lease):
-                return
-            del self._leases[key]
-            self._releasing.discard(key)
-            never_started = self._adopting.pop(key, None) is held
-            self._unreleased[key] = held  # until its owner node is gone
+        ended = self._leases.end(key, lease)
+        if ended is None:
+            return
+        held, never_started = ended
         if never_started:
             self._back_off_retake(key)
         if self._delete_owner_node(held):
-            with self._lock:
-                if self._unreleased.get(key) is held:
-                    del self._unreleased[key]
+            self._leases.deleted(key, held)
             return
         log.warning(
             "%s[%d]: owner node not deleted yet (ZooKeeper did not confirm the delete); trying again every %g s "
@@ -467,35 +408,24 @@ class GroupMembership:
 
     def _retry_releases(self) -> None:
         """On the controller thread: delete again the owner nodes whose delete did not happen."""
-        with self._lock:
-            pending = list(self._unreleased.items())
+        pending = self._leases.unreleased()
         if not pending:
             return
         if self._controller.connected:
             for key, lease in pending:
                 if self._delete_owner_node(lease):
-                    with self._lock:
-                        if self._unreleased.get(key) is lease:
-                            del self._unreleased[key]
-        with self._lock:
-            left = bool(self._unreleased)
-        if left:
+                    self._leases.deleted(key, lease)
+        if self._leases.any_unreleased():
             self._controller.request_rebalance(self, "release retry", RELEASE_RETRY_S)
 
     def _back_off_retake(self, key: Key) -> None:
-        with self._lock:
-            _, last = self._retake.get(key, (0.0, 0.0))
-            wait = min(max(RETAKE_FIRST_S, 2 * last), RETAKE_MAX_S)
-            self._retake[key] = (time.monotonic() + wait, wait)
+        wait = self._leases.back_off(key)
         if self._active:
             self._controller.request_rebalance(self, "retake", wait)
 
     def release_all(self) -> list[Key]:
         """Mark every held partition as releasing (graceful shutdown); returns the keys."""
-        with self._lock:
-            keys = [k for k in self._leases if k not in self._releasing]
-            self._releasing.update(keys)
-        return keys
+        return self._leases.start_releasing(self._leases.held_keys())
 
     def set_paused(self, paused: bool) -> None:
         self._paused = paused
@@ -516,13 +446,7 @@ class GroupMembership:
         self._controller.request_rebalance(self, "connection restored")
 
     def session_lost(self) -> None:
-        with self._lock:
-            keys = list(self._leases)
-            self._expiries += 1
-            self._leases.clear()
-            self._releasing.clear()
-            self._unreleased.clear()  # ephemeral: gone with the session
-            self._adopting.clear()
+        keys = self._leases.expire()  # the owner nodes went with the session
         if keys:
             self._holder.partitions_lost(keys, "ZooKeeper session expired")
 
