@@ -303,21 +303,8 @@ class MicroBatchDriver:
                 versions.update(self.ledger.add_record(tx, next_id, counter_version, ranges, existing))
 
             try:
-                self.context.commit(
-                    {k: ranges[k][0] for k in keys},
-                    extra=add,
-                    holds={k: batch.slices[k].hold for k in keys},  # type: ignore[misc]
-                    expected={k: ranges[k][0] for k in keys},
-                )
-            except CommitFenced as exc:
-                self._drop_fenced(batch, exc)
-                continue
-            except OffsetMoved as exc:
-                self._void_key(batch, (exc.topic, exc.partition), f"repositioned to offset {exc.actual}")
-                continue
-            except _SliceVoid as exc:
-                self._void_key(batch, exc.key, exc.why)
-                continue
+                if not self._commit(batch, {k: ranges[k][0] for k in keys}, add):
+                    continue
             except _VERSION_CONFLICTS:
                 # Another instance took a batch id meanwhile, or a leftover pending node is in the
                 # way: read both again and retry.
@@ -332,6 +319,30 @@ class MicroBatchDriver:
             log.info("micro-batch %d recorded: %s (%d events)", next_id, batch.ranges(), batch.events)
             return
         raise RuntimeError("could not record the micro-batch: batch id or pending nodes kept changing")
+
+    def _commit(self, batch: MicroBatch, offsets: dict[tuple[str, int], int], add: Callable[[Any], None]) -> bool:
+        """Commit ``offsets`` for the batch's slices, each expected at its slice's start, with
+        ``add``'s ledger writes in the same transaction. False when a slice had to go (fenced,
+        repositioned, or voided by ``add``): the caller tries again with the rest. Version
+        conflicts of the ledger's nodes and CommitUncertain are the caller's to handle."""
+        keys = sorted(batch.slices)
+        try:
+            self.context.commit(
+                offsets,
+                extra=add,
+                holds={k: batch.slices[k].hold for k in keys},  # type: ignore[misc]
+                expected={k: batch.slices[k].start for k in keys},
+            )
+        except CommitFenced as exc:
+            self._drop_fenced(batch, exc)
+            return False
+        except OffsetMoved as exc:
+            self._void_key(batch, (exc.topic, exc.partition), f"repositioned to offset {exc.actual}")
+            return False
+        except _SliceVoid as exc:
+            self._void_key(batch, exc.key, exc.why)
+            return False
+        return True
 
     def _void_key(self, batch: MicroBatch, key: tuple[str, int], why: str) -> None:
         s = batch.slices.get(key)
@@ -369,21 +380,8 @@ class MicroBatchDriver:
                 self.ledger.add_done(tx, versions)  # type: ignore[arg-type]
 
             try:
-                self.context.commit(
-                    offsets,
-                    extra=add,
-                    holds={k: batch.slices[k].hold for k in keys},  # type: ignore[misc]
-                    expected={k: batch.slices[k].start for k in keys},
-                )
-            except CommitFenced as exc:
-                self._drop_fenced(batch, exc)
-                continue
-            except OffsetMoved as exc:
-                self._void_key(batch, (exc.topic, exc.partition), f"repositioned to offset {exc.actual}")
-                continue
-            except _SliceVoid as exc:
-                self._void_key(batch, exc.key, exc.why)
-                continue
+                if not self._commit(batch, offsets, add):
+                    continue
             except _VERSION_CONFLICTS:
                 # A pending node changed under us: someone finished or replaced that slice.
                 current = self.ledger.pending_versions(keys)
