@@ -21,6 +21,7 @@ __all__ = [
     "ProcessSession",
 ]
 
+
 def __getattr__(name: str) -> Any:
     # The old name stays importable for one release (docs/changes.md); each use warns.
     if name == "KafkaController":

@@ -87,13 +87,13 @@ class ProcessSession:
         """The process's session for this ZooKeeper address and identity, started."""
         key = (config.connect, config.auth.credential if config.auth else None)
         with cls._shared_lock:
-            ctl = cls._shared.get(key)
-            if ctl is None or not ctl.running:
-                ctl = cls(config)
-                ctl.start()
-                cls._shared[key] = ctl
-            ctl._refs += 1
-            return ctl
+            session = cls._shared.get(key)
+            if session is None or not session.running:
+                session = cls(config)
+                session.start()
+                cls._shared[key] = session
+            session._refs += 1
+            return session
 
     def release(self) -> None:
         """Drop one reference taken by :meth:`shared`; the last one stops the session."""
@@ -101,8 +101,8 @@ class ProcessSession:
             self._refs -= 1
             if self._refs > 0:
                 return
-            for key, ctl in list(self._shared.items()):
-                if ctl is self:
+            for key, session in list(self._shared.items()):
+                if session is self:
                     del self._shared[key]
         self.stop()
 
