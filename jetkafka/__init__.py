@@ -3,9 +3,14 @@
 The public API is re-exported here; see README.md and docs/ for the guide.
 """
 
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
 from jetkafka.channel import DeadLetterError, InboundChannel, OffsetOutOfRange, PartitionSnapshot
 from jetkafka.config import JetkafkaConfig, load_config, parse_config
-from jetkafka.coordination import KafkaController
+from jetkafka.coordination import ProcessSession
 from jetkafka.coordination.errors import CommitUncertain
 from jetkafka.errors import (
     CommitFenced,
@@ -37,15 +42,27 @@ __all__ = [
     "InboundChannel",
     "JetkafkaConfig",
     "JetkafkaError",
-    "KafkaController",
     "OffsetMoved",
     "OffsetOutOfRange",
     "PartitionLost",
     "PartitionSnapshot",
     "PartitionSource",
+    "ProcessSession",
     "ProcessorError",
     "SimpleKafkaProcessor",
     "TopicNotFound",
     "load_config",
     "parse_config",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The old name stays importable for one release (docs/changes.md); each use warns.
+    if name == "KafkaController":
+        warnings.warn(
+            "jetkafka.KafkaController is deprecated: use jetkafka.ProcessSession, the same class (docs/changes.md)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return ProcessSession
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -77,29 +77,24 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 def _cmd_pause(args: argparse.Namespace) -> int:
     from jetkafka.config import load_config
-    from jetkafka.coordination.control import GroupControl
     from jetkafka.coordination.paths import GroupPaths
-    from jetkafka.coordination.session import build_client, start_client
+    from jetkafka.coordination.pause_markers import PauseMarkers
+    from jetkafka.coordination.session import zookeeper_session
 
     config = load_config(args.config)
-    client = build_client(config.zookeeper)
-    start_client(client, config.zookeeper)
-    try:
-        control = GroupControl(client, GroupPaths(config.channel.group))
+    with zookeeper_session(config.zookeeper) as client:
+        markers = PauseMarkers(client, GroupPaths(config.channel.group))
         target = f"instance {args.instance}" if args.instance else f"group {config.channel.group}"
         if args.command == "pause":
-            changed = control.pause(args.instance, args.reason or "")
+            changed = markers.pause(args.instance, args.reason or "")
             print(f"{target}: {'paused' if changed else 'was already paused'}")
         else:
-            changed = control.resume(args.instance)
+            changed = markers.resume(args.instance)
             print(f"{target}: {'resumed' if changed else 'was not paused'}")
-            others = [t for t in control.paused_targets() if t != (args.instance or "_all")]
+            others = [t for t in markers.paused_targets() if t != (args.instance or "_all")]
             if others:
                 print(f"still paused: {', '.join('the whole group' if t == '_all' else t for t in others)}")
         return 0
-    finally:
-        client.stop()
-        client.close()
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,7 +1,8 @@
 """Scale: how long N instances take to balance P partitions, and ZooKeeper work per committed batch.
 
-Each instance is an in-process channel with its own ZooKeeper session and controller (as a
-separate process would have), a no-op processor and the default settings. For every (N, P):
+Each instance is an in-process channel with its own ZooKeeper session and rebalance thread (a
+:class:`~jetkafka.coordination.process_session.ProcessSession`, as a separate process would
+have), a no-op processor and the default settings. For every (N, P):
 
 1. the N ZooKeeper sessions are opened, then the N channels start together on an empty topic
    of P partitions in a new group; the time from the channels' start until every partition is
@@ -59,22 +60,22 @@ class CountingClient:
 def _start_channels(cluster: BenchCluster, group: str, topic: str, n: int) -> tuple[list[Any], list[Any], list[Any]]:
     from jetkafka.channel import InboundChannel
     from jetkafka.config import parse_config
-    from jetkafka.coordination.controller import KafkaController
+    from jetkafka.coordination.process_session import ProcessSession
 
     # latest: the topic may hold the events of an earlier (N, P) run; this group starts after them.
     config = parse_config(cluster.channel_config(group, topic, auto_offset_reset="latest"))
-    controllers, channels, processors = [], [], []
+    sessions, channels, processors = [], [], []
     for _ in range(n):
-        ctl = KafkaController(config.zookeeper)
-        controllers.append(ctl)
+        session = ProcessSession(config.zookeeper)
+        sessions.append(session)
         processors.append(CountingNoOp())
-        channels.append(InboundChannel(config, processors[-1], controller=ctl))
-    return controllers, channels, processors
+        channels.append(InboundChannel(config, processors[-1], controller=session))
+    return sessions, channels, processors
 
 
 def balance(cluster: BenchCluster, topic: str, partitions: int, n: int) -> dict[str, Any]:
     group = cluster.group(f"scale-{n}x{partitions}")
-    controllers, channels, processors = _start_channels(cluster, group, topic, n)
+    sessions, channels, processors = _start_channels(cluster, group, topic, n)
     counters: list[CountingClient] = []
     low, high = partitions // n, -(-partitions // n)
     try:
@@ -82,8 +83,8 @@ def balance(cluster: BenchCluster, topic: str, partitions: int, n: int) -> dict[
         started = time.perf_counter()
         # Sessions first (a process connects before it joins), then every channel joins at once.
         with ThreadPoolExecutor(n) as pool:
-            list(pool.map(lambda c: c.start(), controllers))
-        counters = [CountingClient(c.client) for c in controllers]
+            list(pool.map(lambda s: s.start(), sessions))
+        counters = [CountingClient(s.client) for s in sessions]
         joined = time.perf_counter()
         with ThreadPoolExecutor(n) as pool:
             list(pool.map(lambda ch: ch.start(), channels))
@@ -159,9 +160,9 @@ def balance(cluster: BenchCluster, topic: str, partitions: int, n: int) -> dict[
     finally:
         with ThreadPoolExecutor(n) as pool:
             list(pool.map(lambda ch: ch.shutdown(timeout=30), channels))
-        for ctl in controllers:
-            if ctl.running:
-                ctl.stop()
+        for session in sessions:
+            if session.running:
+                session.stop()
 
 
 def run(cluster: BenchCluster, quick: bool, progress: Any) -> dict[str, Any]:
@@ -183,7 +184,7 @@ def run(cluster: BenchCluster, quick: bool, progress: Any) -> dict[str, Any]:
             "instances": list(instances),
             "partitions": list(sizes),
             "events_per_partition": EVENTS_PER_PARTITION,
-            "instance": "an in-process channel with its own ZooKeeper session and controller, "
+            "instance": "an in-process channel with its own ZooKeeper session and rebalance thread, "
             "no-op processor, default settings but auto_offset_reset latest (the topic is reused "
             "across instance counts), a new group each time (no committed offsets)",
             "zk_requests": "zk_packets_received of mntr (server side, includes pings); "

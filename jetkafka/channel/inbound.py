@@ -37,10 +37,10 @@ from jetkafka.channel.stats import ChannelStats
 from jetkafka.channel.work_queue import PartitionQueue
 from jetkafka.channel.worker import BatchRunner
 from jetkafka.config import JetkafkaConfig, load_config, parse_config
-from jetkafka.coordination.control import PauseWatch
-from jetkafka.coordination.controller import KafkaController
 from jetkafka.coordination.membership import GroupMembership
 from jetkafka.coordination.ownership import Lease
+from jetkafka.coordination.pause_markers import PauseWatch
+from jetkafka.coordination.process_session import ProcessSession
 from jetkafka.coordination.registry import new_consumer_id
 from jetkafka.errors import CommitFenced, ConfigError, JetkafkaError
 from jetkafka.events import Key
@@ -70,7 +70,7 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
         config: JetkafkaConfig,
         processor: BatchEventProcessor | None = None,
         *,
-        controller: KafkaController | None = None,
+        controller: ProcessSession | None = None,
         pythonpath: Sequence[str] = (),
         consumer_id: str | None = None,
         recovery_processor: BatchEventProcessor | None = None,
@@ -95,7 +95,7 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
         self.stats = ChannelStats()
         self._given_controller = controller
         self._wrap_consumer = wrap_consumer
-        self._controller: KafkaController | None = None
+        self._controller: ProcessSession | None = None
         self._states: dict[Key, PartitionState] = {}
         self._states_cond = threading.Condition()
         self._queue: PartitionQueue | None = None
@@ -148,7 +148,7 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
         if self._running:
             return
         cfg = self.config.channel
-        self._controller = self._given_controller or KafkaController.shared(self.config.zookeeper)
+        self._controller = self._given_controller or ProcessSession.shared(self.config.zookeeper)
         try:
             self._queue = PartitionQueue(cfg.idle_ms)
             self._budget = BufferBudget(cfg.buffer_max_events, cfg.buffer_max_bytes)

@@ -11,8 +11,8 @@ not to be ours any more, or the session expires). On its way a lease may be:
 
 :class:`HeldLeases` is the only owner of these states: the membership changes them through its
 methods, each of which takes the one lock, so a lease moves from one state to the next
-atomically. Threads: the controller thread (rebalances, session events), the thread that ends
-a hold (a worker, or the controller thread) and kazoo's callbacks through the membership. No
+atomically. Threads: the rebalance thread (rebalances, session events), the thread that ends
+a hold (a worker, or the rebalance thread) and kazoo's callbacks through the membership. No
 method calls out (no ZooKeeper, no channel) while holding the lock.
 """
 

@@ -7,10 +7,10 @@ calls ``on_stream_termination``, commits, and only then is the owner node delete
 :meth:`GroupMembership.finish_release`). Watches on the group's ids and owners make every
 member rebalance as soon as anything changes.
 
-Threads: rebalances, session events and retries run on the controller thread
-(:class:`~jetkafka.coordination.controller.KafkaController`); watch callbacks only schedule a
+Threads: rebalances, session events and retries run on the rebalance thread
+(:class:`~jetkafka.coordination.process_session.ProcessSession`); watch callbacks only schedule a
 rebalance there. :meth:`GroupMembership.finish_release` runs on the thread that ends the hold
-(a worker, or the controller thread when the channel gives up a partition it just took).
+(a worker, or the rebalance thread when the channel gives up a partition it just took).
 Where each lease stands (held, releasing, unreleased, backed off) is owned by
 :class:`~jetkafka.coordination.held_leases.HeldLeases`; this module only decides the moves.
 
@@ -22,7 +22,7 @@ Guarantees and failure modes:
   cause). A partition given up that way is not taken again by this member for a back-off
   (1 s, doubling up to 30 s while it keeps failing); another member may take it meanwhile.
 * An owner node whose delete did not happen (connection lost, or the offset check failed after
-  a commit whose reply was lost) is kept and deleted again on the controller thread, about
+  a commit whose reply was lost) is kept and deleted again on the rebalance thread, about
   every second and at once when the connection comes back, until it is gone or the session
   ends. Nobody can take the partition while it stays.
 * An owner node naming this consumer that no lease stands for (a take whose answer was lost
@@ -47,11 +47,11 @@ from kazoo.protocol.states import EventType, WatchedEvent
 
 from jetkafka.config import ChannelConfig
 from jetkafka.coordination import assignment
-from jetkafka.coordination.controller import KafkaController
 from jetkafka.coordination.held_leases import HeldLeases
 from jetkafka.coordination.offsets import OffsetStore
 from jetkafka.coordination.ownership import Lease, PartitionOwnership
 from jetkafka.coordination.paths import GroupPaths
+from jetkafka.coordination.process_session import ProcessSession
 from jetkafka.coordination.registry import ConsumerInfo, ConsumerRegistry, local_info
 from jetkafka.coordination.watches import ChildrenWatch
 from jetkafka.errors import TopicNotFound
@@ -67,7 +67,7 @@ class PartitionHolder(Protocol):
 
     def partitions_taken(self, leases: list[Lease]) -> None:
         """Start working on each lease (then call :meth:`GroupMembership.adopted`) or give it
-        up (:meth:`GroupMembership.finish_release`); on the controller thread."""
+        up (:meth:`GroupMembership.finish_release`); on the rebalance thread."""
         ...
 
     def release_requested(self, keys: list[Key], reason: str) -> None: ...
@@ -98,7 +98,7 @@ def _started_at(consumer_id: str) -> float:
 class GroupMembership:
     def __init__(
         self,
-        controller: KafkaController,
+        session: ProcessSession,
         config: ChannelConfig,
         holder: PartitionHolder,
         consumer_id: str,
@@ -107,10 +107,10 @@ class GroupMembership:
         self.name = f"{config.group}/{consumer_id}"
         self.consumer_id = consumer_id
         self.config = config
-        self._controller = controller
+        self._session = session
         self._holder = holder
         self._on_rebalance = on_rebalance
-        client = controller.client
+        client = session.client
         self.paths = GroupPaths(config.group)
         self.registry = ConsumerRegistry(client, self.paths)
         self.ownership = PartitionOwnership(client, self.paths, consumer_id)
@@ -143,9 +143,9 @@ class GroupMembership:
             self.ownership.prepare(topic)
         self._active = True
         self.registry.register(self.info())
-        self._controller.attach(self)
+        self._session.attach(self)
         self._watch()
-        self._controller.request_rebalance(self, "start")
+        self._session.request_rebalance(self, "start")
 
     def info(self) -> ConsumerInfo:
         """This member's registration: who it is, since when, and what it claims."""
@@ -170,15 +170,15 @@ class GroupMembership:
         self._stop_watching()
         with self._rebalancing:
             pass  # a rebalance that was taking partitions has handed them to the channel
-        self._controller.detach(self)
-        if self._controller.connected:
+        self._session.detach(self)
+        if self._session.connected:
             self.registry.deregister(self.consumer_id)
 
     def stop(self) -> None:
         """Stop rebalancing, give up whatever is still held, and deregister."""
         self._active = False
         self._stop_watching()
-        self._controller.detach(self)
+        self._session.detach(self)
         for lease in self._leases.clear():
             if not self._delete_owner_node(lease):
                 log.error(
@@ -187,23 +187,23 @@ class GroupMembership:
                     lease.topic,
                     lease.partition,
                 )
-        if self._controller.connected:
+        if self._session.connected:
             self.registry.deregister(self.consumer_id)
 
     def _watch(self) -> None:
         def members_changed(children: list[str]) -> None:
             if self._active:
                 self._members_changed.set()
-                self._controller.request_rebalance(self, "consumers changed", self.config.rebalance_delay_ms / 1000)
+                self._session.request_rebalance(self, "consumers changed", self.config.rebalance_delay_ms / 1000)
 
-        self._ids_watch = ChildrenWatch(self._controller.client, self.paths.ids, members_changed).start()
+        self._ids_watch = ChildrenWatch(self._session.client, self.paths.ids, members_changed).start()
         # Owner nodes change with every take-over: a plain one-shot watch, armed again by the
         # rebalance's own listing of the owners, so a burst of take-overs costs one listing
         # (a ChildrenWatch would list the topic's owners again after each one). A new
         # connection or session drops it; the rebalance it triggers arms it again.
         for topic in self.config.topics:
             self._owner_watches[topic] = functools.partial(self._owners_changed, topic)
-            self._controller.client.get_children(self.paths.owners(topic), watch=self._owner_watches[topic])
+            self._session.client.get_children(self.paths.owners(topic), watch=self._owner_watches[topic])
 
     def _stop_watching(self) -> None:
         if self._ids_watch is not None:
@@ -213,11 +213,11 @@ class GroupMembership:
         # On kazoo's thread. A NONE event only says the connection dropped: the rebalance of
         # connection_restored / session_renewed lists the owners (and re-arms) then.
         if self._active and event.type != EventType.NONE:
-            self._controller.request_rebalance(
+            self._session.request_rebalance(
                 self, f"owners of {topic} changed", self.config.rebalance_delay_ms / 1000
             )
 
-    # -- rebalancing (on the controller thread) --------------------------------------------
+    # -- rebalancing (on the rebalance thread) --------------------------------------------
 
     def rebalance(self, reason: str) -> None:
         with self._rebalancing:
@@ -230,19 +230,19 @@ class GroupMembership:
                 log.warning(
                     "rebalance (%s) interrupted: ZooKeeper %s; it runs again once connected", reason, type(exc).__name__
                 )
-            # The controller keeps one due time per member: a watch's earlier one replaced the
+            # The process session keeps one due time per member: a watch's earlier one replaced the
             # back-off's, so ask again for the next partition whose back-off ends.
             now = time.monotonic()
             end = self._leases.next_retake(now)
             if end is not None and self._active:
-                self._controller.request_rebalance(self, "retake", end - now)
+                self._session.request_rebalance(self, "retake", end - now)
 
     def _rebalance(self, reason: str) -> None:
         if not self._active:
             return
-        # Every run re-arms the timer; the controller keeps only the earliest due time.
-        self._controller.request_rebalance(self, "timer", self.config.rebalance_interval_s)
-        if not self._controller.connected:
+        # Every run re-arms the timer; the process session keeps only the earliest due time.
+        self._session.request_rebalance(self, "timer", self.config.rebalance_interval_s)
+        if not self._session.connected:
             return
         if self._on_rebalance is not None:
             self._on_rebalance(reason_label(reason))
@@ -285,7 +285,7 @@ class GroupMembership:
                         taken.append(lease)
                     else:
                         log.warning("%s[%d]: taken as the ZooKeeper session expired; not held, taken again", *lease.key)
-                        self._controller.request_rebalance(self, "release retry", 0)
+                        self._session.request_rebalance(self, "release retry", 0)
         finally:  # also when ZooKeeper fails half way: what was taken is handed over
             if taken:
                 log.info("rebalance (%s): took %s", reason, _fmt([lease.key for lease in taken]))
@@ -379,7 +379,7 @@ class GroupMembership:
         """The channel is done with ``key`` (with ``lease``, when given): delete its owner node
         so others can take it. A ``lease`` that is no longer the held one is left alone, so the
         end of an old hold never gives up a newer hold of the same partition. A delete that
-        did not happen is tried again on the controller thread until it does or the session
+        did not happen is tried again on the rebalance thread until it does or the session
         ends; a partition the channel had not adopted yet is not taken again here for a
         back-off."""
         ended = self._leases.end(key, lease)
@@ -397,7 +397,7 @@ class GroupMembership:
             *key,
             RELEASE_RETRY_S,
         )
-        self._controller.request_rebalance(self, "release retry", RELEASE_RETRY_S)
+        self._session.request_rebalance(self, "release retry", RELEASE_RETRY_S)
 
     def _delete_owner_node(self, lease: Lease) -> bool:
         try:
@@ -407,21 +407,21 @@ class GroupMembership:
             return False
 
     def _retry_releases(self) -> None:
-        """On the controller thread: delete again the owner nodes whose delete did not happen."""
+        """On the rebalance thread: delete again the owner nodes whose delete did not happen."""
         pending = self._leases.unreleased()
         if not pending:
             return
-        if self._controller.connected:
+        if self._session.connected:
             for key, lease in pending:
                 if self._delete_owner_node(lease):
                     self._leases.deleted(key, lease)
         if self._leases.any_unreleased():
-            self._controller.request_rebalance(self, "release retry", RELEASE_RETRY_S)
+            self._session.request_rebalance(self, "release retry", RELEASE_RETRY_S)
 
     def _back_off_retake(self, key: Key) -> None:
         wait = self._leases.back_off(key)
         if self._active:
-            self._controller.request_rebalance(self, "retake", wait)
+            self._session.request_rebalance(self, "retake", wait)
 
     def release_all(self) -> list[Key]:
         """Mark every held partition as releasing (graceful shutdown); returns the keys."""
@@ -434,7 +434,7 @@ class GroupMembership:
         except NoNodeError:
             pass
 
-    # -- session events (on the controller thread) -----------------------------------------
+    # -- session events (on the rebalance thread) -----------------------------------------
 
     def connection_suspended(self) -> None:
         self._holder.commits_suspended(True)
@@ -443,7 +443,7 @@ class GroupMembership:
         self._holder.commits_suspended(False)
         # kazoo dropped the one-shot owner watches with the connection: the rebalance's listing
         # arms them again (and sees what changed meanwhile); owner nodes left to delete go too.
-        self._controller.request_rebalance(self, "connection restored")
+        self._session.request_rebalance(self, "connection restored")
 
     def session_lost(self) -> None:
         keys = self._leases.expire()  # the owner nodes went with the session
@@ -457,7 +457,7 @@ class GroupMembership:
         self.registry.register(self.info())
         # The ids watch re-reads on the new connection by itself; the owner watches are armed
         # again by this rebalance's listing.
-        self._controller.request_rebalance(self, "new session")
+        self._session.request_rebalance(self, "new session")
 
 
 def reason_label(reason: str) -> str:

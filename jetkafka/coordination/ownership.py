@@ -244,7 +244,7 @@ class PartitionOwnership:
         owner's node (whose own version is 0 as well). When that check fails while the owner
         node is still exactly this hold's, nobody else can have written the offset node: a
         commit of ours landed without its reply. Its version is adopted and the delete sent
-        again. Runs on the calling thread (a worker, or the controller thread on a retry),
+        again. Runs on the calling thread (a worker, or the rebalance thread on a retry),
         holding the lease's lock with no asynchronous commit in flight.
         """
         with lease.settled():

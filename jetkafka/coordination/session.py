@@ -1,5 +1,10 @@
 """Opening a ZooKeeper session from the ``zookeeper:`` configuration.
 
+:func:`build_client` and :func:`start_client` make and connect a client; :func:`zookeeper_session`
+does both for a command or tool that needs ZooKeeper for a while and closes the client after.
+Channels do not open their own: they share the process's
+:class:`~jetkafka.coordination.process_session.ProcessSession`.
+
 With ``zookeeper.auth`` set, the session authenticates with the digest credential and every node
 jetkafka creates carries an ACL that grants all rights to that identity only; other clients can
 neither read offsets nor steal ownership.
@@ -7,7 +12,9 @@ neither read offsets nor steal ownership.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
@@ -66,6 +73,21 @@ def start_client(client: KazooClient, config: ZooKeeperConfig) -> None:
             plain.close()
     _start(client, config)
     log.info("connected to ZooKeeper %s (session 0x%x)", config.connect, client.client_id[0])
+
+
+@contextlib.contextmanager
+def zookeeper_session(config: ZooKeeperConfig) -> Iterator[KazooClient]:
+    """A started client for ``config`` (auth and ACLs included), stopped and closed on exit.
+
+    Raises :class:`ConnectError` when ZooKeeper cannot be reached (see :func:`start_client`).
+    """
+    client = build_client(config)
+    start_client(client, config)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
 
 
 def _start(client: KazooClient, config: ZooKeeperConfig) -> None:

@@ -11,10 +11,16 @@ within ``--timeout`` (the output names them and how to continue); 2 for usage er
 from __future__ import annotations
 
 import argparse
-import json
-import logging
 import sys
 from typing import Any
+
+from jetkafka.ops.command_line import (
+    add_config_options,
+    add_topic_option,
+    load_command_config,
+    partition_numbers,
+    print_json,
+)
 
 __all__ = ["register", "cmd_status", "cmd_offsets_show", "cmd_offsets_reset", "EXIT_INCOMPLETE"]
 
@@ -28,16 +34,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="show a group's instances, partition owners, offsets and lag",
         description="Read the group of --config from ZooKeeper and Kafka; no channel needs to run.",
     )
-    _common(status)
-    _topics(status)
+    add_config_options(status)
+    add_topic_option(status)
     status.set_defaults(func=cmd_status)
 
     offsets = subparsers.add_parser("offsets", help="show or reset a group's committed offsets")
     commands = offsets.add_subparsers(dest="offsets_command", metavar="{show,reset}", required=True)
 
     show = commands.add_parser("show", help="committed offset, watermarks and lag per partition")
-    _common(show)
-    _topics(show)
+    add_config_options(show)
+    add_topic_option(show)
     show.set_defaults(func=cmd_offsets_show)
 
     reset = commands.add_parser(
@@ -51,7 +57,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "printed to finish it."
         ),
     )
-    _common(reset)
+    add_config_options(reset)
     reset.add_argument("--topic", required=True, metavar="T", help="topic whose offsets to move")
     reset.add_argument(
         "--to",
@@ -59,53 +65,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="WHERE",
         help="earliest | latest | an offset | an ISO-8601 time (e.g. 2024-05-01T12:00:00Z; without a zone: UTC)",
     )
-    reset.add_argument("--partitions", type=_partitions, metavar="P,P", help="only these partitions (default: all)")
+    reset.add_argument("--partitions", type=partition_numbers, metavar="P,P", help="only these partitions (default: all)")
     reset.add_argument("--id", dest="command_id", metavar="ID", help="command id; repeat it to continue an interrupted reset")
     reset.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds to wait for every partition (default 60)")
     reset.set_defaults(func=cmd_offsets_reset)
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, metavar="FILE", help="the group's YAML configuration")
-    parser.add_argument("--json", action="store_true", help="print JSON (keys documented in docs/operations.md)")
-    parser.add_argument(
-        "--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="log level (default WARNING)"
-    )
-
-
-def _topics(parser: argparse.ArgumentParser, what: str = "topic to show") -> None:
-    parser.add_argument("--topic", action="append", metavar="T", help=f"{what} (repeatable; default: channel.topics)")
-
-
-def _partitions(text: str) -> list[int]:
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of partition numbers, e.g. 0,3") from None
-    if not values or any(v < 0 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: give partition numbers >= 0, e.g. 0,3")
-    return values
-
-
-def _setup(args: argparse.Namespace) -> Any:
-    from jetkafka.config import load_config
-
-    logging.basicConfig(level=getattr(logging, args.log_level), format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    logging.getLogger("jetkafka.librdkafka").setLevel(logging.ERROR)
-    logging.getLogger("jetkafka.zookeeper").setLevel(logging.ERROR)
-    return load_config(args.config)
-
-
-def _print_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, sort_keys=True))
-
-
 def cmd_status(args: argparse.Namespace) -> int:
     from jetkafka.ops.status import group_status, render_status
 
-    status = group_status(_setup(args), args.topic)
+    status = group_status(load_command_config(args), args.topic)
     if args.json:
-        _print_json(status.to_dict())
+        print_json(status.to_dict())
     else:
         print(render_status(status))
     return 0
@@ -114,11 +85,11 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_offsets_show(args: argparse.Namespace) -> int:
     from jetkafka.ops.status import render_offsets, show_offsets
 
-    status = show_offsets(_setup(args), args.topic)
+    status = show_offsets(load_command_config(args), args.topic)
     if args.json:
         data = status.to_dict()
         del data["instances"]
-        _print_json(data)
+        print_json(data)
     else:
         print(render_offsets(status))
     return 0
@@ -127,7 +98,7 @@ def cmd_offsets_show(args: argparse.Namespace) -> int:
 def cmd_offsets_reset(args: argparse.Namespace) -> int:
     from jetkafka.ops.reset import ResetIncomplete, ResetResult, new_command_id, reset_offsets
 
-    config = _setup(args)
+    config = load_command_config(args)
     command_id = args.command_id or new_command_id()
     # Printed first: whoever interrupts the command needs the id to continue it.
     print(f"reset {command_id}: if interrupted, repeat the command with --id {command_id} to continue it", file=sys.stderr)
@@ -147,7 +118,7 @@ def _print_reset(result: Any, as_json: bool) -> None:
     from jetkafka.ops.status import format_table
 
     if as_json:
-        _print_json(result.to_dict())
+        print_json(result.to_dict())
         return
     for earlier in result.superseded:
         print(f"note: the interrupted reset {earlier} of {result.topic} was aborted first")

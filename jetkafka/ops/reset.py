@@ -53,6 +53,7 @@ from jetkafka.coordination.errors import CommitUncertain
 from jetkafka.coordination.offsets import OffsetStore
 from jetkafka.coordination.ownership import PartitionOwnership
 from jetkafka.coordination.paths import GroupPaths
+from jetkafka.coordination.session import zookeeper_session
 from jetkafka.ops.protocol import (
     ABORTED,
     ACTIVE,
@@ -69,7 +70,7 @@ from jetkafka.ops.protocol import (
     marker_data,
     marker_path,
 )
-from jetkafka.ops.status import BrokerView, zookeeper_session
+from jetkafka.ops.status import BrokerView
 from jetkafka.ops.targets import Target, compute_targets, parse_target
 
 log = logging.getLogger(__name__)

@@ -16,41 +16,28 @@ naming the address; a topic missing on the cluster raises :class:`~jetkafka.erro
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import logging
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from kazoo.client import KazooClient
 
-from jetkafka.config import JetkafkaConfig, ZooKeeperConfig
+from jetkafka.config import JetkafkaConfig
 from jetkafka.coordination.offsets import OffsetStore
 from jetkafka.coordination.ownership import PartitionOwnership
 from jetkafka.coordination.paths import GroupPaths
 from jetkafka.coordination.registry import ConsumerRegistry
-from jetkafka.coordination.session import build_client, start_client
+from jetkafka.coordination.session import zookeeper_session
 from jetkafka.errors import ConnectError, TopicNotFound
 
 log = logging.getLogger(__name__)
 
 # The broker answers ListOffsets for a time past its last record with this offset.
 _OFFSET_END = -1
-
-
-@contextlib.contextmanager
-def zookeeper_session(config: ZooKeeperConfig) -> Iterator[KazooClient]:
-    """A started client for ``config`` (auth and ACLs included), closed on exit."""
-    client = build_client(config)
-    start_client(client, config)
-    try:
-        yield client
-    finally:
-        client.stop()
-        client.close()
 
 
 class BrokerView:
@@ -303,5 +290,4 @@ __all__ = [
     "render_offsets",
     "render_status",
     "show_offsets",
-    "zookeeper_session",
 ]

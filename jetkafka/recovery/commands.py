@@ -22,7 +22,15 @@ from typing import Any
 from jetkafka.config import JetkafkaConfig
 from jetkafka.coordination.ownership import PartitionOwnership
 from jetkafka.coordination.paths import GroupPaths
+from jetkafka.coordination.session import zookeeper_session
 from jetkafka.errors import JetkafkaError
+from jetkafka.ops.command_line import (
+    add_config_options,
+    add_topic_option,
+    load_command_config,
+    partition_numbers,
+    print_json,
+)
 from jetkafka.recovery import ranges as rng
 from jetkafka.recovery.ledger import RecoveryLedger, RecoveryRecord
 
@@ -67,8 +75,6 @@ def _topics(config: JetkafkaConfig, topics: Sequence[str] | None) -> list[str]:
 
 def list_recovery(config: JetkafkaConfig, topics: Sequence[str] | None = None) -> list[PartitionRecovery]:
     """Every partition of ``topics`` (default: ``channel.topics``) with a recovery node."""
-    from jetkafka.ops.status import zookeeper_session
-
     paths = GroupPaths(config.channel.group)
     out = []
     with zookeeper_session(config.zookeeper) as client:
@@ -91,8 +97,6 @@ def cancel_recovery(
 
     A node that cannot be read is left alone and returned with ``error`` set.
     """
-    from jetkafka.ops.status import zookeeper_session
-
     paths = GroupPaths(config.channel.group)
     out = []
     with zookeeper_session(config.zookeeper) as client:
@@ -124,14 +128,12 @@ def cancel_recovery(
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``recovery`` with ``list`` and ``cancel`` to the main parser's subparsers."""
-    from jetkafka.ops.commands import _common, _partitions, _topics
-
     recovery = subparsers.add_parser("recovery", help="show or cancel background recovery of backlogs")
     commands = recovery.add_subparsers(dest="recovery_command", metavar="{list,cancel}", required=True)
 
     show = commands.add_parser("list", help="recovery ranges, remaining and lost events per partition")
-    _common(show)
-    _topics(show)
+    add_config_options(show)
+    add_topic_option(show)
     show.set_defaults(func=cmd_list)
 
     cancel = commands.add_parser(
@@ -142,31 +144,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "instances run: an instance recovering a partition stops after its batch in hand."
         ),
     )
-    _common(cancel)
-    _topics(cancel, "topic")
-    cancel.add_argument("--partitions", type=_partitions, metavar="P,P", help="only these partitions (default: all)")
+    add_config_options(cancel)
+    add_topic_option(cancel, "topic")
+    cancel.add_argument("--partitions", type=partition_numbers, metavar="P,P", help="only these partitions (default: all)")
     cancel.set_defaults(func=cmd_cancel)
 
 
-def _setup(args: argparse.Namespace) -> JetkafkaConfig:
-    from jetkafka.ops.commands import _setup as setup
-
-    config: JetkafkaConfig = setup(args)
-    return config
-
-
-def _print_json(data: Any) -> None:
-    from jetkafka.ops.commands import _print_json as print_json
-
-    print_json(data)
-
-
 def cmd_list(args: argparse.Namespace) -> int:
-    config = _setup(args)
+    config = load_command_config(args)
     found = list_recovery(config, args.topic)
     remaining = sum(f.record.remaining for f in found)
     if args.json:
-        _print_json(
+        print_json(
             {"group": config.channel.group, "remaining": remaining, "partitions": [f.to_dict() for f in found]}
         )
         return 0
@@ -186,11 +175,11 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    config = _setup(args)
+    config = load_command_config(args)
     cancelled = cancel_recovery(config, args.topic, args.partitions)
     total = sum(c.record.remaining for c in cancelled)
     if args.json:
-        _print_json(
+        print_json(
             {"group": config.channel.group, "cancelled": total, "partitions": [c.to_dict() for c in cancelled]}
         )
         return 0

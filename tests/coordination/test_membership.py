@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from jetkafka.config import parse_config
-from jetkafka.coordination.controller import KafkaController
 from jetkafka.coordination.membership import GroupMembership
 from jetkafka.coordination.ownership import Lease
+from jetkafka.coordination.process_session import ProcessSession
 from tests.support.channels import wait_until
 from tests.support.group_watch import owners, started_client, stop_client
 
@@ -71,11 +71,11 @@ class Holder:
 
 
 @pytest.fixture
-def controller(zk_connect: str) -> Iterator[KafkaController]:
-    ctl = KafkaController(parse_config(config_for(zk_connect)).zookeeper)
-    ctl.start()
-    yield ctl
-    ctl.stop()
+def process_session(zk_connect: str) -> Iterator[ProcessSession]:
+    session = ProcessSession(parse_config(config_for(zk_connect)).zookeeper)
+    session.start()
+    yield session
+    session.stop()
 
 
 def config_for(zk_connect: str, **channel: Any) -> dict[str, Any]:
@@ -86,15 +86,18 @@ def config_for(zk_connect: str, **channel: Any) -> dict[str, Any]:
     }
 
 
-def joined(controller: KafkaController, zk_connect: str, holder: Holder, consumer_id: str, **channel: Any) -> GroupMembership:
-    membership = GroupMembership(controller, parse_config(config_for(zk_connect, **channel)).channel, holder, consumer_id)
+def joined(
+    process_session: ProcessSession, zk_connect: str, holder: Holder, consumer_id: str, **channel: Any
+) -> GroupMembership:
+    config = parse_config(config_for(zk_connect, **channel)).channel
+    membership = GroupMembership(process_session, config, holder, consumer_id)
     holder.membership = membership
     membership.start()
     return membership
 
 
 def test_leases_the_channel_did_not_adopt_are_given_up_and_taken_again(
-    zk_connect: str, controller: KafkaController, caplog: pytest.LogCaptureFixture
+    zk_connect: str, process_session: ProcessSession, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
     holder = Holder()
@@ -107,7 +110,7 @@ def test_leases_the_channel_did_not_adopt_are_given_up_and_taken_again(
 
     holder.refuse = adopt_only_the_first
     observer = started_client(zk_connect)
-    membership = joined(controller, zk_connect, holder, "a")
+    membership = joined(process_session, zk_connect, holder, "a")
     try:
         wait_until(lambda: holder.keys() == [("t", p) for p in range(PARTITIONS)], 15, "every partition adopted")
         assert owners(observer, "t") == {p: "a" for p in range(PARTITIONS)}
@@ -121,15 +124,15 @@ def test_leases_the_channel_did_not_adopt_are_given_up_and_taken_again(
 
 
 def test_a_channel_that_keeps_failing_is_retried_with_back_off_and_others_may_take_over(
-    zk_connect: str, controller: KafkaController, caplog: pytest.LogCaptureFixture
+    zk_connect: str, process_session: ProcessSession, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
     stubborn = Holder()
     stubborn.refuse = lambda leases: []  # never starts anything
     observer = started_client(zk_connect)
-    a = joined(controller, zk_connect, stubborn, "a")
-    other_controller = KafkaController(parse_config(config_for(zk_connect)).zookeeper)
-    other_controller.start()
+    a = joined(process_session, zk_connect, stubborn, "a")
+    other_session = ProcessSession(parse_config(config_for(zk_connect)).zookeeper)
+    other_session.start()
     healthy = Holder()
     b: GroupMembership | None = None
     try:
@@ -138,27 +141,27 @@ def test_a_channel_that_keeps_failing_is_retried_with_back_off_and_others_may_ta
         # Back-off 1 s, 2 s, 4 s: attempts at about 0, 1 and 3 s (a fourth if the machine is slow).
         assert 2 <= len(attempts) <= 4, [f"{r.created:.2f}" for r in attempts]
         assert owners(observer, "t") == {}  # given up each time: free for anybody
-        b = joined(other_controller, zk_connect, healthy, "b")
+        b = joined(other_session, zk_connect, healthy, "b")
         a.leave_group()
         wait_until(lambda: len(healthy.keys()) == PARTITIONS, 10, "b takes every partition a could not start")
     finally:
         if b is not None:
             b.stop()
         a.stop()
-        other_controller.stop()
+        other_session.stop()
         stop_client(observer)
 
 
 def test_an_owner_node_of_this_session_without_a_lease_is_deleted_and_taken_properly(
-    zk_connect: str, controller: KafkaController, caplog: pytest.LogCaptureFixture
+    zk_connect: str, process_session: ProcessSession, caplog: pytest.LogCaptureFixture
 ) -> None:
     """What a take whose answer was lost with the connection leaves behind: an owner node
     naming this consumer, created by its session, that no lease stands for."""
     caplog.set_level(logging.WARNING)
-    controller.client.create("/consumers/g/owners/t/2", b"a", ephemeral=True, makepath=True)
+    process_session.client.create("/consumers/g/owners/t/2", b"a", ephemeral=True, makepath=True)
     holder = Holder()
     observer = started_client(zk_connect)
-    membership = joined(controller, zk_connect, holder, "a")
+    membership = joined(process_session, zk_connect, holder, "a")
     try:
         wait_until(lambda: holder.keys() == [("t", p) for p in range(PARTITIONS)], 10, "every partition adopted")
         assert membership.lease(("t", 2)) is holder.adopted[("t", 2)]
@@ -170,7 +173,7 @@ def test_an_owner_node_of_this_session_without_a_lease_is_deleted_and_taken_prop
 
 
 def test_partitions_taken_as_the_session_expires_are_not_held_on_a_dead_session(
-    zk_connect: str, controller: KafkaController
+    zk_connect: str, process_session: ProcessSession
 ) -> None:
     """Injected: the session expires for real right after a rebalance's take transactions
     succeeded, before their leases are recorded (the expiry's notice clears the leases first).
@@ -192,16 +195,16 @@ def test_partitions_taken_as_the_session_expires_are_not_held_on_a_dead_session(
     dead: list[int] = []
 
     def start() -> GroupMembership:
-        membership = GroupMembership(controller, parse_config(config_for(zk_connect)).channel, holder, "a")
+        membership = GroupMembership(process_session, parse_config(config_for(zk_connect)).channel, holder, "a")
         holder.membership = membership
         take_many = membership.ownership.take_many
 
         def take_then_expire(topic: str, partitions: list[int]) -> list[Lease]:
             leases = take_many(topic, partitions)
             if not expired.is_set():
-                dead.append(controller.client.client_id[0])
+                dead.append(process_session.client.client_id[0])
                 expired.set()
-                expire_session(controller.client)  # returns once the client has a new session
+                expire_session(process_session.client)  # returns once the client has a new session
             return leases
 
         membership.ownership.take_many = take_then_expire  # type: ignore[method-assign]
@@ -212,7 +215,7 @@ def test_partitions_taken_as_the_session_expires_are_not_held_on_a_dead_session(
     try:
         wait_until(expired.is_set, 15, "the injected expiry")
         wait_until(lambda: owners(observer, "t") == {p: "a" for p in range(PARTITIONS)}, 20, "owner nodes of the new session")
-        session = controller.client.client_id[0]
+        session = process_session.client.client_id[0]
         wait_until(
             lambda: len(holder.keys()) == PARTITIONS
             and all(lease.session_id == session for lease in holder.adopted.values()),

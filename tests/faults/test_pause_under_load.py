@@ -17,8 +17,8 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from jetkafka.coordination.control import GroupControl
 from jetkafka.coordination.paths import GroupPaths
+from jetkafka.coordination.pause_markers import PauseMarkers
 from tests.support.channels import make_channel
 from tests.support.group_watch import owner_nodes
 from tests.support.instances import TimedRecorder
@@ -33,7 +33,7 @@ def test_paused_channel_fetches_and_delivers_nothing_then_resumes_exactly(
 ) -> None:
     topic = topic_factory(partitions=PARTITIONS)
     proc = TimedRecorder()
-    control = GroupControl(zk, GroupPaths("g"))
+    markers = PauseMarkers(zk, GroupPaths("g"))
     producer = AckedProducer(kafka_config, topic, range(PARTITIONS), rate=400)
     try:
         with make_channel(zk_connect, kafka_config, topic, proc, threads=3, batch_max_events=50) as channel:
@@ -44,7 +44,7 @@ def test_paused_channel_fetches_and_delivers_nothing_then_resumes_exactly(
             owners_before = owner_nodes(zk, topic)
             assert len(owners_before) == PARTITIONS
 
-            assert control.pause(reason="fault test")
+            assert markers.pause(reason="fault test")
             wait_for(lambda: channel.paused, 30, "the channel to see the pause marker")
             wait_for(lambda: not proc.in_flight, 30, "the batch in hand to finish")
             quiet_from = time.monotonic()
@@ -74,7 +74,7 @@ def test_paused_channel_fetches_and_delivers_nothing_then_resumes_exactly(
             assert owner_nodes(zk, topic) == owners_before
             assert len(channel.owned_partitions()) == PARTITIONS
 
-            assert control.resume()
+            assert markers.resume()
             resumed = time.monotonic()
             wait_for(lambda: not channel.paused, 30, "the channel to see the resume")
             wait_for(lambda: fetcher.events_fetched > fetched_paused, 30, "fetching again")

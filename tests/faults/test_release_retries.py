@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from kazoo.protocol.serialization import Transaction
 
-from jetkafka import InboundChannel, KafkaController, PartitionSource, parse_config
+from jetkafka import InboundChannel, PartitionSource, ProcessSession, parse_config
 from jetkafka.devstack import ZooKeeperServer
 from jetkafka.processors.base import BatchResponse
 from tests.faults.test_zookeeper_outages import startup_leak
@@ -56,16 +56,16 @@ class Started:
     def __init__(self, config: dict[str, Any], processor: RecordingProcessor) -> None:
         parsed = parse_config(config)
         self.processor = processor
-        self.controller = KafkaController(parsed.zookeeper)
-        self.controller.start()
-        self.channel = InboundChannel(parsed, processor, controller=self.controller)
+        self.session = ProcessSession(parsed.zookeeper)
+        self.session.start()
+        self.channel = InboundChannel(parsed, processor, controller=self.session)
         self.channel.start()
 
     def close(self) -> None:
         try:
             self.channel.shutdown(20)
         finally:
-            self.controller.stop()
+            self.session.stop()
 
 
 @pytest.fixture
@@ -81,7 +81,7 @@ def server(tmp_path: Path) -> Iterator[ZooKeeperServer]:
 
 def pending_transactions(started: Started) -> int:
     """Transactions this channel's client sent and has no answer for (kazoo keeps no public view)."""
-    return sum(isinstance(request, Transaction) for request, *_ in list(started.controller.client._pending))
+    return sum(isinstance(request, Transaction) for request, *_ in list(started.session.client._pending))
 
 
 def test_owner_node_delete_lost_with_the_connection_is_done_again(
@@ -103,9 +103,9 @@ def test_owner_node_delete_lost_with_the_connection_is_done_again(
     observer = started_client(connect)
     try:
         wait_for(lambda: committed(observer, topic) == {p: 50 for p in range(PARTITIONS)}, 60, "A committed all")
-        sessions = {"a": a.controller.client.client_id[0]}
+        sessions = {"a": a.session.client.client_id[0]}
         b = Started(config, RecordingProcessor())
-        sessions["b"] = b.controller.client.client_id[0]
+        sessions["b"] = b.session.client.client_id[0]
         wait_for(lambda: len(held.calls_named("termination")) == 2, 30, "A's two hand-overs under way")
         handed = sorted(key for _, key, _ in held.calls_named("termination"))
 
@@ -113,10 +113,10 @@ def test_owner_node_delete_lost_with_the_connection_is_done_again(
         held.go.set()  # A's workers now send the two deletes to a server that does not read them
         wait_for(lambda: pending_transactions(a) >= 2, 10, "both deletes sent and unanswered")
         server.kill()
-        wait_for(lambda: not a.controller.connected, 10, "A to see the connection drop")
+        wait_for(lambda: not a.session.connected, 10, "A to see the connection drop")
         server.start(timeout=60)
-        wait_for(lambda: a.controller.connected and b.controller.connected, 30, "both connected again")
-        if {"a": a.controller.client.client_id[0], "b": b.controller.client.client_id[0]} != sessions:
+        wait_for(lambda: a.session.connected and b.session.connected, 30, "both connected again")
+        if {"a": a.session.client.client_id[0], "b": b.session.client.client_id[0]} != sessions:
             reason = startup_leak(server)
             assert reason is not None, "a session expired although the outage was shorter than its timeout"
             pytest.xfail(reason)

@@ -64,7 +64,7 @@ def test_new_batches_stop_when_zookeeper_drops_while_a_rebalance_is_stuck_in_a_c
             finally:
                 call_returned.set()
 
-        instance.controller.call(stuck_call)
+        instance.session.call(stuck_call)
         server.stop()
         stopped = time.monotonic()
         down.set()

@@ -29,9 +29,9 @@ import pytest
 from kazoo.client import KazooClient, KazooState
 
 from jetkafka import parse_config
-from jetkafka.coordination.control import GroupControl
 from jetkafka.coordination.ownership import PartitionOwnership
 from jetkafka.coordination.paths import GroupPaths
+from jetkafka.coordination.pause_markers import PauseMarkers
 from jetkafka.devstack import ZooKeeperServer
 from jetkafka.ops.reset import reset_offsets
 from tests.support.channels import channel_config, values
@@ -137,10 +137,10 @@ def test_watches_work_after_the_session_expired(
             lambda: sorted(len(i.channel.owned_partitions()) for i in (a, b)) == [2, 2], 10, "A releasing 2 to B"
         )
 
-        control = GroupControl(observer, PATHS)
-        control.pause()
+        markers = PauseMarkers(observer, PATHS)
+        markers.pause()
         paused = wait_for(lambda: a.channel.paused and b is not None and b.channel.paused, 10, "both paused")
-        control.resume()
+        markers.resume()
         wait_for(lambda: not a.channel.paused and b is not None and not b.channel.paused, 10, "both resumed")
 
         result = reset_offsets(parse_config(raw), topic, "earliest", timeout=30)

@@ -333,7 +333,7 @@ def _paused_group(tmp_path: Path) -> tuple[World, dict[int, list[tuple[float, fl
     w.deliver(1, 106.2, 0, range(12, 20))
     w.commit(A, 0, 20, 106.3)
     stamp = datetime.fromtimestamp(103.2).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
-    (tmp_path / "m1.log").write_text(f"{stamp} INFO    jetkafka.channel [jetkafka-controller] paused all partitions\n")
+    (tmp_path / "m1.log").write_text(f"{stamp} INFO    jetkafka.channel [jetkafka-rebalance] paused all partitions\n")
     return w, paused_windows(tmp_path, replay(w.txns, "g"), {"m1": 1, "m2": 2})
 
 

@@ -1,8 +1,8 @@
 """In-process channels that each have a ZooKeeper session of their own.
 
-Channels of one process normally share one :class:`KafkaController` (one session). To test
-what a group of instances does when ZooKeeper misbehaves, each :class:`Instance` gets its own
-controller, so two instances in the test process are two sessions, as two processes would be.
+Channels of one process normally share one :class:`ProcessSession` (one ZooKeeper session). To
+test what a group of instances does when ZooKeeper misbehaves, each :class:`Instance` gets its
+own, so two instances in the test process are two sessions, as two processes would be.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 
-from jetkafka import EventBatch, InboundChannel, KafkaController, PartitionLost, PartitionSource, parse_config
+from jetkafka import EventBatch, InboundChannel, PartitionLost, PartitionSource, ProcessSession, parse_config
 from jetkafka.processors.base import BatchResponse
 from tests.support.channels import RecordingProcessor
 
@@ -35,25 +35,25 @@ class TimedRecorder(RecordingProcessor):
 
 
 class Instance:
-    """A started channel with its own controller (session) and a :class:`TimedRecorder`."""
+    """A started channel with its own ProcessSession (ZooKeeper session) and a :class:`TimedRecorder`."""
 
     def __init__(
         self, config: dict[str, Any], response: Callable[[PartitionSource, EventBatch], BatchResponse] | None = None
     ) -> None:
         parsed = parse_config(config)
         self.processor = TimedRecorder(response)
-        self.controller = KafkaController(parsed.zookeeper)
-        self.controller.start()
+        self.session = ProcessSession(parsed.zookeeper)
+        self.session.start()
         try:
-            self.channel = InboundChannel(parsed, self.processor, controller=self.controller)
+            self.channel = InboundChannel(parsed, self.processor, controller=self.session)
             self.channel.start()
         except BaseException:
-            self.controller.stop()
+            self.session.stop()
             raise
 
     @property
     def client(self) -> KazooClient:
-        return self.controller.client
+        return self.session.client
 
     @property
     def consumer_id(self) -> str:
@@ -78,4 +78,4 @@ class Instance:
         try:
             return self.channel.shutdown(timeout)
         finally:
-            self.controller.stop()
+            self.session.stop()

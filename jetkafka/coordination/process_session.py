@@ -1,9 +1,12 @@
-"""KafkaController: one per process, shared by the channels of that process.
+"""ProcessSession: the ZooKeeper session and the rebalance thread a process's channels share.
 
-It owns the ZooKeeper session and a single rebalance thread. Members (one per channel) ask it
-for rebalances; it runs them on its thread, on a timer and at once (after a short debounce)
-when a ZooKeeper watch fires, so a partition freed by a graceful leave is taken within about
-``rebalance_delay_ms`` plus one ZooKeeper round trip, not after a rebalance interval.
+One per process (per ZooKeeper address and identity, see :meth:`ProcessSession.shared`); it
+owns the kazoo client, the session's local lease and a single rebalance thread,
+``jetkafka-rebalance``. Members (one :class:`~jetkafka.coordination.membership.GroupMembership`
+per channel) ask it for rebalances; it runs them on its thread, on a timer and at once (after a
+short debounce) when a ZooKeeper watch fires, so a partition freed by a graceful leave is taken
+within about ``rebalance_delay_ms`` plus one ZooKeeper round trip, not after a rebalance
+interval.
 
 Session states: kazoo reports SUSPENDED when the connection drops (the session may still be
 alive) and LOST when the session expired. Members are told of both at once, on kazoo's
@@ -33,7 +36,7 @@ log = logging.getLogger(__name__)
 
 
 class Member(Protocol):
-    """What the controller drives: a channel's membership in its group."""
+    """What the process session drives: a channel's membership in its group."""
 
     name: str
 
@@ -52,10 +55,15 @@ class Member(Protocol):
     def session_renewed(self) -> None: ...
 
 
-class KafkaController:
-    """The ZooKeeper session and rebalance thread shared by a process's channels."""
+class ProcessSession:
+    """The ZooKeeper session and rebalance thread shared by a process's channels.
 
-    _shared: dict[tuple[str, str | None], KafkaController] = {}
+    Threads: :meth:`call` and :meth:`request_rebalance` may be called from any thread; what they
+    queue runs on the rebalance thread, one task at a time. Session-state changes reach the
+    members on kazoo's connection thread.
+    """
+
+    _shared: dict[tuple[str, str | None], ProcessSession] = {}
     _shared_lock = threading.Lock()
 
     def __init__(self, config: ZooKeeperConfig) -> None:
@@ -75,26 +83,26 @@ class KafkaController:
     # -- sharing ---------------------------------------------------------------------------
 
     @classmethod
-    def shared(cls, config: ZooKeeperConfig) -> KafkaController:
-        """The process's controller for this ZooKeeper address and identity, started."""
+    def shared(cls, config: ZooKeeperConfig) -> ProcessSession:
+        """The process's session for this ZooKeeper address and identity, started."""
         key = (config.connect, config.auth.credential if config.auth else None)
         with cls._shared_lock:
-            ctl = cls._shared.get(key)
-            if ctl is None or not ctl.running:
-                ctl = cls(config)
-                ctl.start()
-                cls._shared[key] = ctl
-            ctl._refs += 1
-            return ctl
+            session = cls._shared.get(key)
+            if session is None or not session.running:
+                session = cls(config)
+                session.start()
+                cls._shared[key] = session
+            session._refs += 1
+            return session
 
     def release(self) -> None:
-        """Drop one reference taken by :meth:`shared`; the last one stops the controller."""
+        """Drop one reference taken by :meth:`shared`; the last one stops the session."""
         with self._shared_lock:
             self._refs -= 1
             if self._refs > 0:
                 return
-            for key, ctl in list(self._shared.items()):
-                if ctl is self:
+            for key, session in list(self._shared.items()):
+                if session is self:
                     del self._shared[key]
         self.stop()
 
@@ -112,7 +120,7 @@ class KafkaController:
         start_client(self.client, self.config)
         self.lease.start()
         self.client.add_listener(self._on_state)
-        self._thread = threading.Thread(target=self._run, name="jetkafka-controller", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="jetkafka-rebalance", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:

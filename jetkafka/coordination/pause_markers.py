@@ -33,8 +33,12 @@ from jetkafka.errors import JetkafkaError
 log = logging.getLogger(__name__)
 
 
-class GroupControl:
-    """The command side: write and remove pause markers."""
+class PauseMarkers:
+    """The command side (``jetkafka pause`` / ``resume``): write, remove and list pause markers.
+
+    Runs on the caller's thread with a started client; instances apply a change through their
+    :class:`PauseWatch`, this side never waits for them.
+    """
 
     def __init__(self, client: KazooClient, paths: GroupPaths) -> None:
         self._client = client
@@ -73,6 +77,7 @@ class GroupControl:
         return True
 
     def paused_targets(self) -> list[str]:
+        """The targets paused now: ``_all`` for the whole group, else consumer ids."""
         try:
             return sorted(self._client.get_children(self._paths.paused))
         except NoNodeError:
