@@ -136,3 +136,7 @@ def test_the_graph_sees_local_relative_and_submodule_imports() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     tree = ast.parse("def f():\n    from . import x\nif TYPE_CHECKING:\n    import y\n")
     assert sorted(type(n).__name__ for n in _imports(tree)) == ["Import", "ImportFrom"]
+    relative = ast.ImportFrom(module="budget", names=[], level=1)
+    assert _base("jetkafka.channel.inbound", False, relative) == "jetkafka.channel.budget"
+    assert _base("jetkafka.channel", True, relative) == "jetkafka.channel.budget"
+    assert _base("jetkafka.channel.inbound", False, ast.ImportFrom(module=None, names=[], level=2)) == "jetkafka"
