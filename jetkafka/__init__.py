@@ -8,6 +8,9 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+# The composition root: it provides the standard add-ons (reset responder, recovery, metrics)
+# of every channel built without add_ons=, so it is imported before any channel can be built.
+import jetkafka.assembly  # noqa: F401
 from jetkafka.channel import DeadLetterError, InboundChannel, OffsetOutOfRange, PartitionSnapshot
 from jetkafka.config import JetkafkaConfig, load_config, parse_config
 from jetkafka.coordination import ProcessSession

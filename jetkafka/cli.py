@@ -35,12 +35,12 @@ def _setup_logging(level: str) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from jetkafka.channel import InboundChannel
+    from jetkafka.assembly import build_channel
     from jetkafka.config import load_config
 
     config = load_config(args.config)
     _setup_logging(args.log_level or config.logging.level)
-    channel = InboundChannel(config, pythonpath=args.pythonpath)
+    channel = build_channel(config, pythonpath=args.pythonpath)
     stop = threading.Event()
     interrupts = 0
 

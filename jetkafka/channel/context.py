@@ -5,6 +5,9 @@ Spark micro-batch gathers events of every owned partition) commit through
 :meth:`ChannelContext.commit`: one ZooKeeper transaction for all the partitions, fenced by
 each partition's ownership, optionally carrying the processor's own records, so its records
 and the offsets take effect together or not at all.
+
+The context sees its channel as a :class:`~jetkafka.channel.running.RunningChannel`. Every
+method may be called from any thread; ``commit`` blocks for one ZooKeeper round trip.
 """
 
 from __future__ import annotations
@@ -20,12 +23,12 @@ from jetkafka.errors import CommitFenced
 from jetkafka.events import Key
 
 if TYPE_CHECKING:
-    from jetkafka.channel.inbound import InboundChannel
+    from jetkafka.channel.running import RunningChannel
     from jetkafka.config import JetkafkaConfig
 
 
 class ChannelContext:
-    def __init__(self, channel: InboundChannel, zookeeper: KazooClient, paths: GroupPaths) -> None:
+    def __init__(self, channel: RunningChannel, zookeeper: KazooClient, paths: GroupPaths) -> None:
         self._channel = channel
         self.zookeeper = zookeeper
         self.paths = paths
@@ -47,7 +50,7 @@ class ChannelContext:
 
     def committed(self, topic: str, partition: int) -> int | None:
         """The last committed offset of an owned partition (None if not owned or none yet)."""
-        lease = self._channel._lease(topic, partition)
+        lease = self._channel.lease(topic, partition)
         return None if lease is None else lease.committed
 
     def hold(self, topic: str, partition: int) -> Lease | None:
@@ -58,7 +61,7 @@ class ChannelContext:
         never be committed under a later hold of the same partition. ``hold.committed`` is the
         offset committed under it.
         """
-        return self._channel._lease(topic, partition)
+        return self._channel.lease(topic, partition)
 
     def commit(
         self,
@@ -79,7 +82,7 @@ class ChannelContext:
         """
         commits = {}
         for (topic, partition), offset in offsets.items():
-            lease = self._channel._lease(topic, partition)
+            lease = self._channel.lease(topic, partition)
             refusal = None
             if holds is not None and (topic, partition) in holds and holds[(topic, partition)] is not lease:
                 refusal = "commit refused: the partition was lost or taken again"
@@ -90,7 +93,7 @@ class ChannelContext:
                 raise CommitFenced(topic, partition, refusal, "not_held")
             assert lease is not None
             commits[(topic, partition)] = (lease, offset)
-        self._channel._commit_many(commits, extra, expected)
+        self._channel.commit_many(commits, extra, expected)
 
     def lease_valid(self) -> bool:
         """Whether this instance's ZooKeeper session is surely alive by its own clock.
@@ -100,14 +103,13 @@ class ChannelContext:
         reports the session lost: another instance may own the partitions by then. Work with
         side effects (a write to a sink) should not start while it is False.
         """
-        controller = self._channel._controller
-        return controller is not None and controller.lease.valid()
+        return self._channel.lease_valid()
 
     def may_act(self) -> bool:
         """Whether the channel's workers may start work now: ZooKeeper connected and the local
         lease running. A call to ZooKeeper made while this is False would wait for the
         connection to come back; leave such writes to the channel (``advance()``)."""
-        return self._channel._may_act()
+        return self._channel.may_act()
 
     def fencing_token(self, topic: str, partition: int) -> int | None:
         """The fencing token of this instance's current hold on a partition (None if not held).
@@ -117,7 +119,7 @@ class ChannelContext:
         a write carrying a smaller one, refuses every write of an instance that lost the
         partition, however late that write arrives.
         """
-        lease = self._channel._lease(topic, partition)
+        lease = self._channel.lease(topic, partition)
         return None if lease is None else lease.epoch
 
     def pause(self, topic: str | None = None, partition: int | None = None) -> None:

@@ -20,13 +20,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from jetkafka.channel.partition import PartitionState
 from jetkafka.channel.start_offsets import commit_start_offsets
 from jetkafka.events import Key
 
 if TYPE_CHECKING:
+    from jetkafka.channel.add_ons import AddOns
     from jetkafka.channel.budget import BufferBudget
     from jetkafka.channel.fetcher import Fetcher
     from jetkafka.channel.stats import ChannelStats
@@ -49,8 +50,7 @@ class PartitionHoldings:
     _fetcher: Fetcher | None
     _queue: PartitionQueue | None
     _membership: GroupMembership | None
-    _recovery: Any  # jetkafka.recovery.RecoveryService while running with recovery on
-    _responder: Any  # jetkafka.ops.responder.CommandResponder while running
+    _add_ons: AddOns
     _suspended: bool
     _committed: Callable[[Key, int], None]
     _is_paused: Callable[[Key], bool]
@@ -99,12 +99,12 @@ class PartitionHoldings:
             elif offset is None:  # its start offset was not committed (logged)
                 membership.finish_release(lease.key, lease)
                 continue
-            elif (recovery := self._recovery) is not None:  # a backlog over recovery.max_partition_lag
+            else:  # an add-on may start it elsewhere (recovery: a backlog over max_partition_lag)
                 try:
-                    offset = recovery.start_offset(lease)
+                    offset = self._add_ons.start_offset(lease)
                 except Exception as exc:
                     log.error(
-                        "%s[%d]: recovery check at committed offset %s failed (%s: %s); giving the partition up, "
+                        "%s[%d]: start-offset check (recovery) at committed offset %s failed (%s: %s); giving the partition up, "
                         "to be taken again at a later rebalance",
                         lease.topic,
                         lease.partition,
@@ -136,9 +136,8 @@ class PartitionHoldings:
         # One command for all: the first fetch then asks for every partition taken.
         if positions:
             self._fetcher.assign(positions)
-        if self._responder is not None:
-            # Resets issued while the partition had another owner: filed before its first turn.
-            self._responder.partitions_taken([state.key for state in queued])
+        # Resets issued while the partition had another owner: filed before its first turn.
+        self._add_ons.partitions_taken([state.key for state in queued])
         for state in queued:
             self._queue.offer(state)
 
@@ -165,8 +164,7 @@ class PartitionHoldings:
 
     def _remove(self, state: PartitionState) -> None:
         assert self._fetcher is not None
-        if (recovery := self._recovery) is not None:  # its recovery batch in hand is stored first
-            recovery.partition_removed(state.lease)
+        self._add_ons.partition_removed(state.lease)  # recovery: its batch in hand is stored first
         state.remove()
         with self._states_cond:
             current = self._states.get(state.key) is state

@@ -20,9 +20,10 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
+from jetkafka.channel.add_ons import AddOns, ChannelAddOn, standard_add_ons
 from jetkafka.channel.budget import BufferBudget
 from jetkafka.channel.commit_pipeline import CommitPipeline
 from jetkafka.channel.context import ChannelContext
@@ -38,7 +39,9 @@ from jetkafka.channel.work_queue import PartitionQueue
 from jetkafka.channel.worker import BatchRunner
 from jetkafka.config import JetkafkaConfig, load_config, parse_config
 from jetkafka.coordination.membership import GroupMembership
+from jetkafka.coordination.offsets import OffsetStore
 from jetkafka.coordination.ownership import Lease
+from jetkafka.coordination.paths import GroupPaths
 from jetkafka.coordination.pause_markers import PauseWatch
 from jetkafka.coordination.process_session import ProcessSession
 from jetkafka.coordination.registry import new_consumer_id
@@ -46,6 +49,9 @@ from jetkafka.errors import CommitFenced, ConfigError, JetkafkaError
 from jetkafka.events import Key
 from jetkafka.processors.base import BatchEventProcessor
 from jetkafka.processors.loading import load_processor
+
+if TYPE_CHECKING:
+    from kazoo.client import KazooClient, TransactionRequest
 
 log = logging.getLogger("jetkafka.channel")
 
@@ -63,6 +69,18 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
     leaves it gracefully. ``wrap_consumer(consumer, role)`` may stand between the channel's
     fetcher and each librdkafka consumer it makes (``role`` "fetch" or "metadata"; recovery's
     reader keeps its own), e.g. to instrument it; it must forward every call it does not handle.
+
+    Add-ons (:mod:`jetkafka.channel.add_ons`) run beside the channel, started and stopped with
+    it. Every constructor gives the same ones unless told otherwise: ``InboundChannel(config)``,
+    :meth:`from_yaml`, :meth:`from_dict` and :func:`jetkafka.assembly.build_channel` all run the
+    standard add-ons of :func:`jetkafka.assembly.standard_add_ons` (the reset responder always,
+    recovery when ``recovery.max_partition_lag`` is set, metrics when ``metrics.port`` is set;
+    ``recovery_processor`` goes to recovery). ``add_ons=[...]`` runs exactly those instead
+    (``add_ons=()``: none; then ``recovery_processor`` must not be given).
+
+    The channel is the :class:`~jetkafka.channel.running.RunningChannel` its add-ons and its
+    processor's :class:`~jetkafka.channel.context.ChannelContext` see; every public member may
+    be called from any thread.
     """
 
     def __init__(
@@ -75,7 +93,10 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
         consumer_id: str | None = None,
         recovery_processor: BatchEventProcessor | None = None,
         wrap_consumer: ConsumerWrapper | None = None,
+        add_ons: Sequence[ChannelAddOn] | None = None,
     ) -> None:
+        if add_ons is not None and recovery_processor is not None:
+            raise TypeError("recovery_processor= is for the standard add-ons; with add_ons=, give it to recovery's add-on")
         if processor is None:
             if config.processor is None:
                 raise ConfigError(
@@ -117,21 +138,22 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
         self._pythonpath = tuple(pythonpath)
         self._watcher: ConfigWatcher | None = None
         self._reconfiguring = threading.Lock()
-        self._responder: Any = None  # jetkafka.ops.responder.CommandResponder while running
-        self._metrics: Any = None  # jetkafka.ops.metrics_endpoint.MetricsHandle while running
-        self._recovery_processor = recovery_processor  # see jetkafka.recovery.service.choose_processor
-        self._recovery: Any = None  # jetkafka.recovery.RecoveryService while running with recovery on
+        self._add_ons = AddOns(standard_add_ons(recovery_processor) if add_ons is None else add_ons)
 
     @classmethod
     def from_yaml(
         cls, path: str | os.PathLike[str], processor: BatchEventProcessor | None = None, **kwargs: Any
     ) -> InboundChannel:
+        """A channel on the YAML file at ``path``, with the standard add-ons unless ``add_ons=``
+        is given; ``kwargs`` are the constructor's."""
         return cls(load_config(path), processor, **kwargs)
 
     @classmethod
     def from_dict(
         cls, data: Mapping[str, Any], processor: BatchEventProcessor | None = None, **kwargs: Any
     ) -> InboundChannel:
+        """A channel on already-parsed configuration data, with the standard add-ons unless
+        ``add_ons=`` is given; ``kwargs`` are the constructor's."""
         return cls(parse_config(data), processor, **kwargs)
 
     # -- life cycle ------------------------------------------------------------------------
@@ -181,7 +203,7 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
                 self._fetcher,
                 self.stats,
                 self._remove,
-                self._may_act,
+                self.may_act,
                 FailurePolicy(cfg, self.stats, self._dead_letter_sink()),
                 self._pipeline,
             )
@@ -194,18 +216,8 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
             ]
             for t in self._workers:
                 t.start()
-            from jetkafka.ops.responder import CommandResponder
-
-            # Before joining: every take-over must find the responder there to apply pending resets.
-            self._responder = CommandResponder(self, self._controller.client)
-            self._responder.start()
-            from jetkafka.recovery import RecoveryService
-
-            self._recovery = RecoveryService.for_channel(self, self._recovery_processor)  # before take-overs
-            if self.config.metrics.port is not None:
-                from jetkafka.ops.metrics_endpoint import attach_channel
-
-                self._metrics = attach_channel(self)
+            # Before joining: every take-over must find the add-ons there (pending resets, recovery).
+            self._add_ons.start(self, self.processor)
             self._pause_watch = PauseWatch(
                 self._controller.client,
                 self._membership.paths,
@@ -284,15 +296,7 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
         if self._pause_watch is not None:
             self._pause_watch.stop()
             self._pause_watch = None
-        if self._metrics is not None:
-            self._metrics.detach()
-            self._metrics = None
-        if self._responder is not None:
-            self._responder.stop()
-            self._responder = None
-        if self._recovery is not None:
-            self._recovery.stop()
-            self._recovery = None
+        self._add_ons.stop()
         self._workers_stop.set()
         if self._queue is not None:
             self._queue.close()
@@ -337,7 +341,59 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
             states = [s for _, s in sorted(self._states.items())]
         return [s.snapshot() for s in states if s.lost_reason is None and not s.removed]
 
-    def _may_act(self) -> bool:
+    @property
+    def add_ons(self) -> tuple[ChannelAddOn, ...]:
+        """The add-ons this channel starts and stops with itself, in start order."""
+        return self._add_ons.all
+
+    # -- what add-ons and the processor's context use (RunningChannel) ----------------------
+
+    @property
+    def pythonpath(self) -> tuple[str, ...]:
+        return self._pythonpath
+
+    @property
+    def zookeeper(self) -> KazooClient:
+        return self._started_controller().client
+
+    @property
+    def paths(self) -> GroupPaths:
+        return self._started_membership().paths
+
+    @property
+    def offsets(self) -> OffsetStore:
+        return self._started_membership().offsets
+
+    def zookeeper_state(self) -> str:
+        controller = self._controller
+        return str(controller.client.state) if controller is not None else "LOST"
+
+    def lease_valid(self) -> bool:
+        controller = self._controller
+        return controller is not None and controller.lease.valid()
+
+    def is_paused(self, key: Key) -> bool:
+        return self._is_paused(key)
+
+    def watermarks(self, topic: str, partition: int, timeout: float = 10.0) -> tuple[int, int]:
+        if self._fetcher is None:
+            raise JetkafkaError(f"channel {self.config.channel.group} is not started")
+        return self._fetcher.watermarks(topic, partition, timeout=timeout)
+
+    def record_commit(self, key: Key, offset: int) -> None:
+        self._committed(key, offset)
+
+    def _started_controller(self) -> ProcessSession:
+        if self._controller is None:
+            raise JetkafkaError(f"channel {self.config.channel.group} is not started")
+        return self._controller
+
+    def _started_membership(self) -> GroupMembership:
+        if self._membership is None:
+            raise JetkafkaError(f"channel {self.config.channel.group} is not started")
+        return self._membership
+
+    def may_act(self) -> bool:
         """Whether workers may start work: ZooKeeper connected and the local lease running
         (:class:`~jetkafka.coordination.session_lease.SessionLease`)."""
         if self._suspended:
@@ -370,16 +426,18 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
         if self.config.channel.commit_to_kafka and self._fetcher is not None:
             self._fetcher.mirror_commit(key, offset)
 
-    def _lease(self, topic: str, partition: int) -> Lease | None:
+    def lease(self, topic: str, partition: int) -> Lease | None:
         state = self._states.get((topic, partition))
         return None if state is None or state.lost_reason else state.lease
 
-    def _commit_many(
-        self, commits: dict[Key, tuple[Lease, int]], extra: Any, expected: Mapping[Key, int | None] | None = None
+    def commit_many(
+        self,
+        commits: dict[Key, tuple[Lease, int]],
+        extra: Callable[[TransactionRequest], None] | None,
+        expected: Mapping[Key, int | None] | None = None,
     ) -> None:
-        assert self._membership is not None
         try:
-            self._membership.offsets.commit_many(commits, extra, expected)
+            self._started_membership().offsets.commit_many(commits, extra, expected)
         except CommitFenced as exc:
             self._refused(commits, exc)
             raise

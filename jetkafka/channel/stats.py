@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 
 from jetkafka.errors import CommitFenced
 from jetkafka.events import Key
-from jetkafka.processors.base import ResponseKind
-
 
 REFUSAL_CAUSES = (*CommitFenced.CAUSES, "dropped")
 LOSS_REASONS = ("retention", "skipped", "truncated")
@@ -99,10 +97,12 @@ class ChannelStats:
     errors_total: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def batch_done(self, key: Key, events: int, seconds: float, kind: ResponseKind) -> None:
+    def batch_done(self, key: Key, events: int, seconds: float, response: str) -> None:
+        """A batch of ``events`` took ``seconds`` and was answered ``response`` (the value of its
+        :class:`~jetkafka.processors.base.ResponseKind`: advance, revert, get_next)."""
         with self._lock:
             self.events[key] += events
-            self.batches[(key, kind.value)] += 1
+            self.batches[(key, response)] += 1
             self.batch_seconds += seconds
             self.events_total += events
             self.batches_total += 1

@@ -118,7 +118,7 @@ class BatchRunner:
             return
         response = end.response
         assert response is not None
-        self.stats.batch_done(state.key, len(batch), time.perf_counter() - started, response.kind)
+        self.stats.batch_done(state.key, len(batch), time.perf_counter() - started, response.kind.value)
         self.failures.succeeded(state, batch)
         state.last_activity = time.monotonic()
         state.idle_fired = False

@@ -6,7 +6,7 @@ The reference of every key is ``docs/configuration.md``.
 """
 
 from jetkafka.config.fields import FrozenMap, Invalid, spec
-from jetkafka.config.loader import config_to_dict, load_config, parse_config
+from jetkafka.config.loader import config_to_dict
 from jetkafka.config.schema import (
     COORDINATORS,
     LOG_LEVELS,
@@ -18,6 +18,8 @@ from jetkafka.config.schema import (
     ProcessorConfig,
     ZooKeeperAuth,
     ZooKeeperConfig,
+    load_config,
+    parse_config,
 )
 
 __all__ = [

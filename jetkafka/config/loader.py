@@ -2,6 +2,11 @@
 
 Whatever goes wrong surfaces as one :class:`~jetkafka.errors.ConfigError` naming the file,
 the key path and the fix; nothing here lets a Python traceback reach the user.
+
+The loader knows how to read and validate, not what it reads into: the root dataclass is an
+argument (:class:`~jetkafka.config.schema.JetkafkaConfig`, whose ``from_yaml`` and
+``from_dict`` call :func:`load_as` and :func:`parse_as`), so the schema depends on the loader
+and never the other way round.
 """
 
 from __future__ import annotations
@@ -9,38 +14,44 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
 from jetkafka.config.describe import yaml_type
 from jetkafka.config.fields import Invalid, is_secret, join_path
 from jetkafka.config.interpolate import interpolate
-from jetkafka.config.schema import JetkafkaConfig
 from jetkafka.config.validate import Walker
 from jetkafka.errors import ConfigError
 
 _START_HINT = "start from one of the commented examples in the config/ directory (config/orders.yaml)"
 
+Root = TypeVar("Root")
 
-def load_config(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> JetkafkaConfig:
-    """Read, interpolate and validate the YAML file at ``path``.
+
+def load_as(
+    root: type[Root], path: str | os.PathLike[str], env: Mapping[str, str] | None = None
+) -> Root:
+    """Read, interpolate and validate the YAML file at ``path`` into the dataclass ``root``.
 
     ``env`` replaces ``os.environ`` for ``${VAR}`` references (tests, embedding).
     """
     source = os.fspath(path)
     text = _read(source)
     data = _parse_yaml(text, source)
-    return parse_config(data, source, env=env)
+    return parse_as(root, data, source, env=env)
 
 
-def parse_config(
-    data: Mapping[str, Any] | None, source: str = "<dict>", env: Mapping[str, str] | None = None
-) -> JetkafkaConfig:
-    """Validate already-parsed data (what ``yaml.safe_load`` returns) into a configuration.
+def parse_as(
+    root: type[Root],
+    data: Mapping[str, Any] | None,
+    source: str = "<dict>",
+    env: Mapping[str, str] | None = None,
+) -> Root:
+    """Validate already-parsed data (what ``yaml.safe_load`` returns) into the dataclass ``root``.
 
     ``${VAR}`` references are interpolated here too, so a dict and the equivalent file give
-    the same result.
+    the same result. ``root`` must have a ``source`` field: it is set to ``source``.
     """
     if data is None:
         raise ConfigError(source, "", "the configuration is empty (or holds only comments)", _START_HINT)
@@ -56,8 +67,8 @@ def parse_config(
         resolved = interpolate(data, os.environ if env is None else env)
     except Invalid as exc:
         raise ConfigError(source, exc.key, exc.problem, exc.fix) from None
-    config: JetkafkaConfig = Walker(source, JetkafkaConfig).build(JetkafkaConfig, resolved)
-    return dataclasses.replace(config, source=source)
+    config = Walker(source, root).build(root, resolved)
+    return dataclasses.replace(config, source=source)  # type: ignore[no-any-return]
 
 
 def config_to_dict(config: Any, *, mask_secrets: bool = True) -> dict[str, Any]:

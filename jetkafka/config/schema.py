@@ -3,8 +3,9 @@
 YAML keys are the attribute names unless ``spec(key=...)`` says otherwise. Field-level rules
 (ranges, choices, checks) live in the metadata; rules that tie several fields together live in
 each class's ``__post_init__``, which raises :class:`~jetkafka.config.fields.Invalid`.
-Build instances from files with :func:`jetkafka.config.load_config`; constructing them directly
-runs only the cross-field rules.
+Build instances from files with :func:`jetkafka.config.load_config` (or
+:meth:`JetkafkaConfig.from_yaml`); constructing them directly runs only the cross-field rules.
+Reading and validating is :mod:`jetkafka.config.loader`'s, which knows nothing of this schema.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from jetkafka.config.checks import (
     check_topic,
 )
 from jetkafka.config.fields import FrozenMap, Invalid, freeze, spec
+from jetkafka.config.loader import load_as, parse_as
 
 COORDINATORS = ("dynamic", "fixed-count", "static")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -503,15 +505,32 @@ class JetkafkaConfig:
         return str(self.kafka.get("group.id") or f"jetkafka.{self.channel.group}")
 
     @classmethod
-    def from_yaml(cls, path: str | os.PathLike[str]) -> JetkafkaConfig:
-        """Load and validate a YAML file; see :func:`jetkafka.config.load_config`."""
-        from jetkafka.config.loader import load_config
+    def from_yaml(cls, path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> JetkafkaConfig:
+        """Read, interpolate and validate the YAML file at ``path``.
 
-        return load_config(path)
+        ``env`` replaces ``os.environ`` for ``${VAR}`` references (tests, embedding).
+        """
+        return load_as(cls, path, env)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str = "<dict>") -> JetkafkaConfig:
-        """Validate already-parsed data; see :func:`jetkafka.config.parse_config`."""
-        from jetkafka.config.loader import parse_config
+    def from_dict(
+        cls, data: Mapping[str, Any] | None, source: str = "<dict>", env: Mapping[str, str] | None = None
+    ) -> JetkafkaConfig:
+        """Validate already-parsed data (what ``yaml.safe_load`` returns) into a configuration.
 
-        return parse_config(data, source)
+        ``${VAR}`` references are interpolated here too, so a dict and the equivalent file give
+        the same result.
+        """
+        return parse_as(cls, data, source, env)
+
+
+def load_config(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> JetkafkaConfig:
+    """Read, interpolate and validate the YAML file at ``path``: :meth:`JetkafkaConfig.from_yaml`."""
+    return JetkafkaConfig.from_yaml(path, env)
+
+
+def parse_config(
+    data: Mapping[str, Any] | None, source: str = "<dict>", env: Mapping[str, str] | None = None
+) -> JetkafkaConfig:
+    """Validate already-parsed data into a configuration: :meth:`JetkafkaConfig.from_dict`."""
+    return JetkafkaConfig.from_dict(data, source, env)

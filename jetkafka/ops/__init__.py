@@ -3,10 +3,12 @@
 - :mod:`jetkafka.ops.metrics`: a channel's Prometheus metrics, read at each scrape.
 - :mod:`jetkafka.ops.metrics_endpoint`: the HTTP endpoint a channel serves them on when
   ``metrics.port`` is set.
+- :mod:`jetkafka.ops.metrics_add_on`: the channel add-on that attaches a channel to it.
 - :mod:`jetkafka.ops.status`: the group as ZooKeeper and the brokers see it (``group_status``,
   ``show_offsets``); needs no running channel.
 - :mod:`jetkafka.ops.reset`: ``reset_offsets``, the command side of ResetOffset.
-- :mod:`jetkafka.ops.responder`: the instance side of ResetOffset, run by every channel.
+- :mod:`jetkafka.ops.responder`: the instance side of ResetOffset, run by every channel (as
+  a channel add-on).
 - :mod:`jetkafka.ops.commands`: the ``status`` and ``offsets`` subcommands of ``jetkafka``.
 
 Names are imported lazily, so a channel that never serves metrics never imports

@@ -38,7 +38,7 @@ from jetkafka.channel.stats import DurationHistogram, PartitionFigures
 from jetkafka.events import Key
 
 if TYPE_CHECKING:
-    from jetkafka.channel.inbound import InboundChannel
+    from jetkafka.channel.running import RunningChannel
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class ChannelMetrics:
     collector reads.
     """
 
-    def __init__(self, channel: InboundChannel, interval_s: float | None = None) -> None:
+    def __init__(self, channel: RunningChannel, interval_s: float | None = None) -> None:
         self.channel = channel
         self.interval_s = channel.config.metrics.watermark_interval_s if interval_s is None else interval_s
         self._watermarks: dict[Key, tuple[int, int]] = {}
@@ -109,16 +109,13 @@ class ChannelMetrics:
 
     def refresh_watermarks(self) -> None:
         """Look up the watermarks of every held partition once; forget those no longer held."""
-        fetcher = self.channel._fetcher
-        if fetcher is None:
-            return
         owned = self.channel.owned_partitions()
         fresh: dict[Key, tuple[int, int]] = {}
         for topic, partition in owned:
             if self._stop.is_set():
                 return
             try:
-                fresh[(topic, partition)] = fetcher.watermarks(topic, partition, timeout=5.0)
+                fresh[(topic, partition)] = self.channel.watermarks(topic, partition, timeout=5.0)
             except Exception as exc:
                 # One line per outage, not one per partition and interval.
                 if not self._failing:
@@ -144,8 +141,7 @@ class ChannelMetrics:
         stats = channel.stats
         figures = stats.partitions()
         empty = PartitionFigures(0, {}, {}, DurationHistogram())
-        controller = channel._controller
-        zk_state = str(controller.client.state) if controller is not None else "LOST"
+        zk_state = channel.zookeeper_state()
         summary = stats.summary()
         rebalances = stats.rebalance_counts()
         return ChannelView(

@@ -25,7 +25,7 @@ from jetkafka.errors import ConfigError
 from jetkafka.ops.metrics import ChannelMetrics, JetkafkaCollector
 
 if TYPE_CHECKING:
-    from jetkafka.channel.inbound import InboundChannel
+    from jetkafka.channel.running import RunningChannel
 
 log = logging.getLogger("jetkafka.ops.metrics")
 
@@ -98,7 +98,7 @@ class MetricsHandle:
         log.info("metrics endpoint %s closed", self.endpoint.url)
 
 
-def attach_channel(channel: InboundChannel) -> MetricsHandle:
+def attach_channel(channel: RunningChannel) -> MetricsHandle:
     """Serve ``channel``'s metrics on its ``metrics.host``/``metrics.port`` (shared per address)."""
     cfg = channel.config.metrics
     if cfg.port is None:

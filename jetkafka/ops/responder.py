@@ -1,13 +1,14 @@
 """The instance side of ResetOffset: apply the group's reset commands to the partitions held here.
 
-Every channel runs one :class:`CommandResponder`, started before the channel joins its group.
+Every channel runs one :class:`CommandResponder`, started before the channel joins its group
+(:class:`ResponderAddOn`, one of the standard add-ons of :mod:`jetkafka.assembly`).
 It reacts to three things: a command node appearing or changing (a watch on
 ``/consumers/<group>/commands`` and one on each ``reset-<id>`` node), and partitions taken by
 the channel (:meth:`CommandResponder.partitions_taken`), so a partition that changes hands
 while a command runs is applied by whichever instance holds it.
 
 For each active command and each of its partitions held here without a ``done`` marker, it
-files a move on the partition (:meth:`InboundChannel.file_move`): the partition's next turn,
+files a move on the partition (:meth:`RunningChannel.file_move`): the partition's next turn,
 after the batch in hand, runs one transaction that checks the lease, writes the target offset,
 checks that the command node is still at the version read (still active) and creates the
 marker; the partition goes on from the target. A transaction that loses a race (marker already
@@ -36,6 +37,7 @@ from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import ZnodeStat
 
+from jetkafka.channel.add_ons import ChannelAddOn
 from jetkafka.coordination.paths import GroupPaths
 from jetkafka.coordination.watches import ChildrenWatch, NodeWatch
 from jetkafka.errors import CommitFenced
@@ -43,8 +45,9 @@ from jetkafka.events import Key
 from jetkafka.ops.protocol import ACTIVE, ResetCommand, commands_path, error_path, marker_data, marker_path
 
 if TYPE_CHECKING:
-    from jetkafka.channel.inbound import InboundChannel
     from jetkafka.channel.moves import Move
+    from jetkafka.channel.running import RunningChannel
+    from jetkafka.processors.base import BatchEventProcessor
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +58,7 @@ MAX_PARALLEL = 16  # partitions of one command moved at once by one channel
 
 
 class CommandResponder:
-    def __init__(self, channel: InboundChannel, client: KazooClient) -> None:
+    def __init__(self, channel: RunningChannel, client: KazooClient) -> None:
         self._channel = channel
         self._client = client
         self._paths = GroupPaths(channel.config.channel.group)
@@ -254,7 +257,7 @@ class CommandResponder:
 
         def extra(tx: TransactionRequest) -> None:
             # Runs under the lease's lock, so its committed offset is the one being replaced.
-            lease = channel._lease(topic, p)
+            lease = channel.lease(topic, p)
             if lease is None:
                 raise CommitFenced(topic, p, "reset refused: partition no longer held", "not_held")
             tx.check(cmd_path, version)
@@ -295,3 +298,29 @@ class CommandResponder:
                 self._client.set(path, data)
         except Exception:
             log.debug("could not report the reset error of partition %d", p, exc_info=True)
+
+
+class ResponderAddOn(ChannelAddOn):
+    """The reset responder as a channel add-on: a :class:`CommandResponder` for each start of
+    the channel, there before the channel takes its first partition, told of every take-over.
+
+    ``start``/``stop`` run on the thread that starts or stops the channel, ``partitions_taken``
+    on the rebalance thread.
+    """
+
+    def __init__(self) -> None:
+        self.responder: CommandResponder | None = None
+
+    def start(self, channel: RunningChannel, processor: BatchEventProcessor) -> None:
+        responder = CommandResponder(channel, channel.zookeeper)
+        responder.start()
+        self.responder = responder
+
+    def stop(self) -> None:
+        responder, self.responder = self.responder, None
+        if responder is not None:
+            responder.stop()
+
+    def partitions_taken(self, keys: list[Key]) -> None:
+        if (responder := self.responder) is not None:
+            responder.partitions_taken(keys)

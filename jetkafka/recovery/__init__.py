@@ -10,15 +10,16 @@ Modules: :mod:`~jetkafka.recovery.ranges` (half-open range lists), :mod:`~jetkaf
 (token bucket), :mod:`~jetkafka.recovery.ledger` (the ZooKeeper node), :mod:`~jetkafka.recovery.reader`
 (the recovery consumer), :mod:`~jetkafka.recovery.progress` (one partition's batches and
 progress), :mod:`~jetkafka.recovery.worker` (the thread), :mod:`~jetkafka.recovery.service` (the
-take-over decision and the channel's hooks), :mod:`~jetkafka.recovery.commands` (``jetkafka
+take-over decision, and :class:`~jetkafka.recovery.service.RecoveryAddOn`: recovery as a channel add-on), :mod:`~jetkafka.recovery.commands` (``jetkafka
 recovery list|cancel``).
 """
 
 from jetkafka.recovery.ledger import RecoveryLedger, RecoveryRecord, Snapshot
-from jetkafka.recovery.service import GapPlan, RecoveryService, choose_processor, plan_gap
+from jetkafka.recovery.service import GapPlan, RecoveryAddOn, RecoveryService, choose_processor, plan_gap
 
 __all__ = [
     "GapPlan",
+    "RecoveryAddOn",
     "RecoveryLedger",
     "RecoveryRecord",
     "RecoveryService",

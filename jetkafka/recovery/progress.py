@@ -39,7 +39,7 @@ from jetkafka.recovery import ranges as rng
 from jetkafka.recovery.ledger import RecoveryLedger, RecoveryRecord, Snapshot
 
 if TYPE_CHECKING:
-    from jetkafka.channel.inbound import InboundChannel
+    from jetkafka.channel.running import RunningChannel
 
 log = logging.getLogger("jetkafka.recovery")
 
@@ -73,7 +73,7 @@ class RecoveryRunner:
 
     def __init__(
         self,
-        channel: InboundChannel,
+        channel: RunningChannel,
         ledger: RecoveryLedger,
         processor: BatchEventProcessor,
         drop: Callable[[Key], None],

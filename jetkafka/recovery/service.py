@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from kazoo.exceptions import KazooException
 
+from jetkafka.channel.add_ons import ChannelAddOn
 from jetkafka.channel.context import ChannelContext
 from jetkafka.coordination.errors import CommitUncertain
 from jetkafka.coordination.ownership import Lease
@@ -52,7 +53,7 @@ from jetkafka.recovery.reader import RangeReader
 from jetkafka.recovery.worker import RecoveryWorker
 
 if TYPE_CHECKING:
-    from jetkafka.channel.inbound import InboundChannel
+    from jetkafka.channel.running import RunningChannel
 
 log = logging.getLogger("jetkafka.recovery")
 
@@ -81,25 +82,24 @@ def plan_gap(committed: int, low: int, high: int, max_lag: int, max_records: int
 
 
 def choose_processor(
-    channel: InboundChannel, given: BatchEventProcessor | None
+    channel: RunningChannel, live: BatchEventProcessor, given: BatchEventProcessor | None
 ) -> BatchEventProcessor:
-    """The processor recovery batches go to (see the module docstring for the order)."""
+    """The processor recovery batches go to, ``live`` being the channel's (see the module
+    docstring for the order)."""
     section = channel.config.recovery.processor
     if section is not None:
-        chosen = load_processor(section, channel._pythonpath)
+        chosen = load_processor(section, channel.pythonpath)
     elif given is not None:
         chosen = given
-    elif channel.config.processor is not None and type(channel.processor) is _named_class(
-        channel.config.processor.class_path
-    ):
-        chosen = load_processor(channel.config.processor, channel._pythonpath)
+    elif channel.config.processor is not None and type(live) is _named_class(channel.config.processor.class_path):
+        chosen = load_processor(channel.config.processor, channel.pythonpath)
     else:
-        chosen = channel.processor
+        chosen = live
     _refuse_live_committers(channel, chosen)
     return chosen
 
 
-def _refuse_live_committers(channel: InboundChannel, processor: BatchEventProcessor) -> None:
+def _refuse_live_committers(channel: RunningChannel, processor: BatchEventProcessor) -> None:
     """Spark micro-batches commit live offsets for whatever they gathered: never recovery events."""
     spark = sys.modules.get("jetkafka.spark.microbatch")
     if spark is not None and isinstance(processor, spark.SparkMicroBatchProcessor):
@@ -132,13 +132,16 @@ def _named_class(class_path: str) -> Any:
 
 
 class RecoveryService:
-    def __init__(self, channel: InboundChannel, processor: BatchEventProcessor) -> None:
-        assert channel._controller is not None and channel._membership is not None
+    """Recovery for one start of a channel: built and started at the channel's start (before
+    it joins its group), stopped at its teardown. ``start_offset`` runs on the rebalance
+    thread, ``partition_removed`` on the worker thread of the partition's turn."""
+
+    def __init__(self, channel: RunningChannel, processor: BatchEventProcessor, live: BatchEventProcessor) -> None:
         self.channel = channel
         self.config = channel.config.recovery
         self.processor = processor
-        self.separate = processor is not channel.processor
-        self.ledger = RecoveryLedger(channel._controller.client, channel._membership.paths, channel.consumer_id)
+        self.separate = processor is not live
+        self.ledger = RecoveryLedger(channel.zookeeper, channel.paths, channel.consumer_id)
         kafka, group = channel.config.kafka, channel.config.channel.group
         self.worker = RecoveryWorker(
             channel,
@@ -149,20 +152,20 @@ class RecoveryService:
 
     @classmethod
     def for_channel(
-        cls, channel: InboundChannel, given: BatchEventProcessor | None = None
+        cls, channel: RunningChannel, live: BatchEventProcessor, given: BatchEventProcessor | None = None
     ) -> RecoveryService | None:
-        """A started service when ``recovery.max_partition_lag`` is set, else None."""
+        """A started service when ``recovery.max_partition_lag`` is set, else None; ``live`` is
+        the channel's processor, ``given`` the one passed for recovery (if any)."""
         if channel.config.recovery.max_partition_lag is None:
             return None
-        service = cls(channel, choose_processor(channel, given))
+        service = cls(channel, choose_processor(channel, live, given), live)
         service.start()
         return service
 
     def start(self) -> None:
         if self.separate:
             channel = self.channel
-            assert channel._controller is not None and channel._membership is not None
-            self.processor.on_start(RecoveryContext(channel, channel._controller.client, channel._membership.paths))
+            self.processor.on_start(RecoveryContext(channel, channel.zookeeper, channel.paths))
         self.worker.start()
         log.info(
             "recovery on for group %s: max_partition_lag %d, max_records %s, max_rate %d events/s, processor %s%s",
@@ -190,11 +193,9 @@ class RecoveryService:
         """Where live reading of a newly taken partition starts; None when the take-over commit failed."""
         committed = lease.committed
         assert committed is not None and self.config.max_partition_lag is not None
-        fetcher = self.channel._fetcher
-        assert fetcher is not None
         topic, partition = lease.key
         try:
-            low, high = fetcher.watermarks(topic, partition)
+            low, high = self.channel.watermarks(topic, partition)
         except ConnectError as exc:
             log.warning("%s[%d]: %s; starting at committed offset %d without a recovery check", topic, partition, exc, committed)
             return committed
@@ -206,10 +207,8 @@ class RecoveryService:
             ranges = rng.add(record.ranges, plan.gap) if plan.gap else record.ranges
             return replace(record, ranges=ranges, lost=record.lost + plan.lost, capped=record.capped + plan.capped)
 
-        membership = self.channel._membership
-        assert membership is not None
         try:
-            snap = self.ledger.take_over(membership.offsets, lease, plan.start, change)
+            snap = self.ledger.take_over(self.channel.offsets, lease, plan.start, change)
         except ValueError as exc:
             # Never skip a gap that cannot be recorded: read the backlog live instead.
             log.error("%s[%d]: %s; starting at committed offset %d without recovery", topic, partition, exc, committed)
@@ -217,9 +216,7 @@ class RecoveryService:
         except (CommitFenced, CommitUncertain, KazooException, RuntimeError) as exc:
             log.error("%s[%d]: take-over commit of offset %d failed (%s); giving it up", topic, partition, plan.start, exc)
             return None
-        self.channel.stats.committed(lease.key, plan.start)
-        if self.channel.config.channel.commit_to_kafka:
-            fetcher.mirror_commit(lease.key, plan.start)
+        self.channel.record_commit(lease.key, plan.start)
         self._report(lease, committed, high, plan, snap.record)
         self.worker.wake()
         return plan.start
@@ -264,3 +261,34 @@ class RecoveryService:
                 plan.lost,
             )
             self.channel.stats.recovery_lost(lease.key, "retention", plan.lost)
+
+
+class RecoveryAddOn(ChannelAddOn):
+    """Recovery as a channel add-on: a :class:`RecoveryService` for each start of the channel
+    when ``recovery.max_partition_lag`` is set (none otherwise), deciding where taken partitions
+    start and finishing a partition's recovery batch before it is given up.
+
+    ``processor`` is the one given for recovery (``InboundChannel(..., recovery_processor=)``),
+    see :func:`choose_processor`. ``start``/``stop`` run on the thread that starts or stops the
+    channel; the hooks on the threads :mod:`jetkafka.channel.add_ons` names.
+    """
+
+    def __init__(self, processor: BatchEventProcessor | None = None) -> None:
+        self.given = processor
+        self.service: RecoveryService | None = None
+
+    def start(self, channel: RunningChannel, processor: BatchEventProcessor) -> None:
+        self.service = RecoveryService.for_channel(channel, processor, self.given)
+
+    def stop(self) -> None:
+        service, self.service = self.service, None
+        if service is not None:
+            service.stop()
+
+    def start_offset(self, lease: Lease) -> int | None:
+        service = self.service
+        return lease.committed if service is None else service.start_offset(lease)
+
+    def partition_removed(self, lease: Lease) -> None:
+        if (service := self.service) is not None:
+            service.partition_removed(lease)

@@ -45,7 +45,7 @@ from jetkafka.recovery.rate import TokenBucket
 from jetkafka.recovery.reader import RangeReader
 
 if TYPE_CHECKING:
-    from jetkafka.channel.inbound import InboundChannel
+    from jetkafka.channel.running import RunningChannel
 
 log = logging.getLogger("jetkafka.recovery")
 
@@ -57,7 +57,7 @@ STALL_S = 3.0  # no record for this long: look at the watermarks (retention, tru
 class RecoveryWorker:
     def __init__(
         self,
-        channel: InboundChannel,
+        channel: RunningChannel,
         ledger: RecoveryLedger,
         processor: BatchEventProcessor,
         reader_factory: Callable[[], RangeReader],
@@ -147,7 +147,7 @@ class RecoveryWorker:
 
     def _step(self) -> None:
         assert self._reader is not None
-        if not self.channel._may_act():
+        if not self.channel.may_act():
             # ZooKeeper out of reach, or the local lease ran out (a process frozen past its
             # session timeout): a recovery batch started now might be another owner's.
             self._stop.wait(0.1)
@@ -178,7 +178,7 @@ class RecoveryWorker:
                 return
         if not self.bucket.wait(self._wake):
             return  # woken: removals or a refresh first
-        if not self.channel._may_act() or self.channel._is_paused(cursor.key):
+        if not self.channel.may_act() or self.channel.is_paused(cursor.key):
             # Paused, or ZooKeeper out of reach, while the rate held this batch back (up to a
             # batch's worth of seconds): it waits for the next round, untaken.
             return
@@ -199,7 +199,7 @@ class RecoveryWorker:
             key = self._turns.pop(0)
             self._turns.append(key)
             cursor = self._cursors[key]
-            if cursor.not_before > now or paused_all or self.channel._is_paused(key):
+            if cursor.not_before > now or paused_all or self.channel.is_paused(key):
                 continue
             if cursor.pending is not None or cursor.redeliver is not None:
                 return cursor
@@ -220,13 +220,13 @@ class RecoveryWorker:
     def _refresh(self) -> None:
         """Match owned partitions against recovery nodes; pick up new ones, notice cancels."""
         for key, held in list(self._cursors.items()):
-            if self.channel._lease(*key) is not held.lease:
+            if self.channel.lease(*key) is not held.lease:
                 self._drop(key, None)  # lost or taken again: a new cursor follows if still ours
         owned = set(self.channel.owned_partitions())
         topics = {t for t, _ in owned}
         with_nodes = {(t, p) for t in topics for p in self.ledger.partitions(t)}
         for key in sorted(owned & with_nodes):
-            lease = self.channel._lease(*key)
+            lease = self.channel.lease(*key)
             cursor = self._cursors.get(key)
             if lease is None:
                 continue
@@ -309,7 +309,7 @@ class RecoveryWorker:
         with self._cond:
             if cursor.key in self._removed:
                 return False
-        if self.channel._lease(*cursor.key) is not cursor.lease:
+        if self.channel.lease(*cursor.key) is not cursor.lease:
             self._drop(cursor.key, None)
             return False
         return True

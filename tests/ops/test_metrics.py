@@ -16,7 +16,6 @@ from jetkafka import BatchEventProcessor, BatchResponse, EventBatch, InboundChan
 from jetkafka.channel.stats import BATCH_SECONDS_BUCKETS, ChannelStats
 from jetkafka.devstack.ports import free_port
 from jetkafka.errors import ConfigError
-from jetkafka.processors.base import ResponseKind
 from tests.support.channels import RecordingProcessor, channel_config, values, wait_until
 from tests.support.scrape import Samples, scrape, value
 
@@ -240,8 +239,8 @@ def test_batch_histogram_buckets_are_cumulative_and_inclusive() -> None:
     stats = ChannelStats()
     key = ("t", 0)
     for seconds in (0.001, 0.002, 0.3, 100.0):
-        stats.batch_done(key, 10, seconds, ResponseKind.ADVANCE)
-    stats.batch_done(key, 5, 0.02, ResponseKind.REVERT)
+        stats.batch_done(key, 10, seconds, "advance")
+    stats.batch_done(key, 5, 0.02, "revert")
     figures = stats.partition(key)
     buckets = dict(figures.batch_seconds.cumulative())
     assert buckets[0.001] == 1  # le is inclusive
@@ -258,7 +257,7 @@ def test_batch_histogram_buckets_are_cumulative_and_inclusive() -> None:
 def test_forget_drops_a_partition_but_keeps_totals() -> None:
     stats = ChannelStats()
     for key in (("t", 0), ("t", 1)):
-        stats.batch_done(key, 3, 0.01, ResponseKind.ADVANCE)
+        stats.batch_done(key, 3, 0.01, "advance")
         stats.error(key, "processor_raised")
         stats.committed(key, 3)
     stats.forget(("t", 0))

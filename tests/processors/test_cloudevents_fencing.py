@@ -45,7 +45,7 @@ def test_every_event_carries_its_holds_token_and_a_new_owner_sends_a_greater_one
     first = HttpDispatcher(url=subscriber.url, registry=registry)
     with make_channel(zk_connect, kafka_config, topic, first) as a:
         wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 10, 1: 10}, what="the first records delivered")
-        held = {p: a._lease(topic, p).epoch for p in (0, 1)}  # type: ignore[union-attr]
+        held = {p: a.lease(topic, p).epoch for p in (0, 1)}  # type: ignore[union-attr]
         second = HttpDispatcher(url=subscriber.url, registry=registry)
         with make_channel(zk_connect, kafka_config, topic, second) as b:
             # The group spreads out: one partition is released by A and taken by B.
@@ -53,7 +53,7 @@ def test_every_event_carries_its_holds_token_and_a_new_owner_sends_a_greater_one
             (moved,) = b.owned_partitions()
             produce(topic, values(20, 2, start=20))
             wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 20, 1: 20}, what="every record delivered")
-            taken = b._lease(*moved).epoch  # type: ignore[union-attr]
+            taken = b.lease(*moved).epoch  # type: ignore[union-attr]
     requests = subscriber.requests()
     assert len(requests) == 40
     tokens: dict[int, list[int]] = defaultdict(list)

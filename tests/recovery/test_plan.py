@@ -64,7 +64,7 @@ class Plain(BatchEventProcessor):
 
 def fake_channel(live: BatchEventProcessor, **sections: Any) -> Any:
     data = {**minimal(), **sections}
-    return SimpleNamespace(config=parse_config(data, "t.yaml", env={}), processor=live, _pythonpath=())
+    return SimpleNamespace(config=parse_config(data, "t.yaml", env={}), processor=live, pythonpath=())
 
 
 def test_processor_choice() -> None:
@@ -72,26 +72,27 @@ def test_processor_choice() -> None:
     on = {"max_partition_lag": 10}
     # 1. recovery.processor: its own instance, with its own options.
     channel = fake_channel(Plain("live"), recovery={**on, "processor": {"class": here, "options": {"tag": "r"}}})
-    chosen = choose_processor(channel, None)
+    chosen = choose_processor(channel, channel.processor, None)
     assert isinstance(chosen, Plain) and chosen.tag == "r"
     # 2. an object given for recovery.
     given = Plain("given")
-    assert choose_processor(fake_channel(Plain("live"), recovery=on), given) is given
+    live = Plain("live")
+    assert choose_processor(fake_channel(live, recovery=on), live, given) is given
     # 3. the channel's processor was built from processor.class: a second instance of it.
     live = Plain("x")
     channel = fake_channel(live, recovery=on, processor={"class": here, "options": {"tag": "x"}})
-    chosen = choose_processor(channel, None)
+    chosen = choose_processor(channel, channel.processor, None)
     assert isinstance(chosen, Plain) and chosen is not live and chosen.tag == "x"
     # 4. an object given to the channel, nothing else: shared.
     other = Plain("obj")
-    assert choose_processor(fake_channel(other, recovery=on), None) is other
+    assert choose_processor(fake_channel(other, recovery=on), other, None) is other
 
     class Different(Plain):
         pass
 
     # processor.class names another class than the object the channel was given: shared too.
     shared = Different()
-    assert choose_processor(fake_channel(shared, recovery=on, processor={"class": here}), None) is shared
+    assert choose_processor(fake_channel(shared, recovery=on, processor={"class": here}), shared, None) is shared
 
 
 def test_spark_micro_batches_are_refused_as_recovery_processor() -> None:
@@ -99,13 +100,13 @@ def test_spark_micro_batches_are_refused_as_recovery_processor() -> None:
 
     spark = SparkMicroBatchProcessor.__new__(SparkMicroBatchProcessor)  # never started
     with pytest.raises(ConfigError) as caught:
-        choose_processor(fake_channel(spark, recovery={"max_partition_lag": 10}), None)
+        choose_processor(fake_channel(spark, recovery={"max_partition_lag": 10}), spark, None)
     assert caught.value.key_path == "recovery.processor"
     assert "commits the live offsets" in caught.value.problem
     # With a per-batch processor for recovery, the Spark channel may recover.
     here = f"{__name__}:Plain"
     channel = fake_channel(spark, recovery={"max_partition_lag": 10, "processor": {"class": here}})
-    assert isinstance(choose_processor(channel, None), Plain)
+    assert isinstance(choose_processor(channel, channel.processor, None), Plain)
 
 
 def test_a_separate_recovery_processor_cannot_commit_live_offsets() -> None:
