@@ -15,7 +15,8 @@ SHELL := /bin/bash
 
 VENV := .venv
 PY := $(VENV)/bin/python
-# Written after a successful install; older than setup.cfg or setup.py means install again.
+# Written after a successful install; older than setup.cfg, setup.py or jetkafka/__init__.py
+# (it holds the version that setup.cfg reads) means install again.
 STAMP := $(VENV)/.jetkafka-installed
 # Interpreter that creates the venv; override with `make PYTHON=/path/to/python3.12 venv`.
 PYTHON ?=
@@ -31,12 +32,12 @@ help:
 	@echo "make soak      run the chaos soak and its checker, 25+ minutes (SOAK_ARGS=\"--seed N\" ...)"
 	@echo "make dev-up    start the local ZooKeeper and broker (jetkafka dev up)"
 	@echo "make dev-down  stop them (jetkafka dev down)"
-	@echo "make venv      create .venv and install jetkafka with its dev extra"
+	@echo "make venv      create .venv and install jetkafka with its dev extra (every extra and the test tools)"
 	@echo "make clean     remove caches and build outputs"
 
 venv: $(STAMP)
 
-$(STAMP): setup.cfg setup.py
+$(STAMP): setup.cfg setup.py jetkafka/__init__.py
 	@set -euo pipefail; \
 	is_311() { "$$1" -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1; }; \
 	if [ -x "$(PY)" ] && is_311 "$(PY)"; then \

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
-from jetkafka.errors import JetkafkaError
+from jetkafka.errors import JetkafkaError, MissingExtra
 
 log = logging.getLogger("jetkafka.cli")
 
@@ -128,9 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
             cmd.add_argument("--reason", help="recorded with the pause")
         cmd.set_defaults(func=_cmd_pause)
 
-    from jetkafka.devstack import commands as dev_commands
-
-    dev_commands.register(sub)
+    try:
+        from jetkafka.devstack import commands as dev_commands
+    except MissingExtra as missing:
+        _register_missing_extra(sub, "dev", missing)
+    else:
+        dev_commands.register(sub)
     from jetkafka.ops import commands as ops_commands
 
     ops_commands.register(sub)
@@ -139,6 +142,28 @@ def build_parser() -> argparse.ArgumentParser:
     recovery_commands.register(sub)
     __import__("jetkafka.bench.commands", fromlist=["register"]).register(sub)
     return parser
+
+
+def _register_missing_extra(
+    subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]", name: str, missing: MissingExtra
+) -> None:
+    """``jetkafka NAME ...`` for a command whose extra is not installed: it says which, and exits 2.
+
+    The command stays listed in ``jetkafka --help`` so a user learns it exists and what it needs.
+    """
+    error = MissingExtra(f"jetkafka {name}", missing.extra, missing.missing, module=missing.name)
+    cmd = subparsers.add_parser(
+        name,
+        help=f"needs the {error.extra} extra: {error.fix}",
+        description=str(error),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    cmd.add_argument("arguments", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+
+    def unavailable(args: argparse.Namespace) -> int:
+        raise error
+
+    cmd.set_defaults(func=unavailable)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

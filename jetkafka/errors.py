@@ -27,6 +27,9 @@ processor callbacks (``on_exception``)        :class:`PartitionLost`, :class:`Co
 ``jetkafka offsets reset`` and ``ops.reset``  :class:`~jetkafka.ops.protocol.ResetError`
                                               and its ``ResetIncomplete``
 ``jetkafka dev``, ``DevStack``                :class:`DevStackError`
+importing ``jetkafka.spark``,                 :class:`MissingExtra` (an optional dependency is
+``jetkafka.processors.cloudevents``,          not installed: names it and the extra that
+``jetkafka.devstack``                         brings it; also a ``ModuleNotFoundError``)
 ============================================  ================================================
 
 Errors that stay inside jetkafka (a dead-letter topic that did not acknowledge,
@@ -124,3 +127,24 @@ class ProcessorError(JetkafkaError):
 
 class DevStackError(JetkafkaError):
     """The local ZooKeeper or broker of ``jetkafka dev`` could not be started or stopped."""
+
+
+class MissingExtra(JetkafkaError, ModuleNotFoundError):
+    """A part of jetkafka needs an optional dependency that is not installed.
+
+    ``pip install jetkafka`` installs the core only; Spark, the CloudEvents dispatcher, the
+    local dev stack and the benchmarks need an extra each (see :mod:`jetkafka.extras`).
+    ``feature`` is what was asked for (``jetkafka.spark``, ``jetkafka dev``), ``extra`` the
+    extra that provides it, ``missing`` the distributions not installed, ``fix`` the pip
+    command. It is a ``ModuleNotFoundError`` too (``name`` is the first missing module), so
+    code that guards an optional import with ``except ImportError`` keeps working.
+    """
+
+    def __init__(self, feature: str, extra: str, missing: tuple[str, ...], module: str | None = None) -> None:
+        self.feature = feature
+        self.extra = extra
+        self.missing = missing
+        names = " and ".join(missing) if len(missing) <= 2 else ", ".join(missing[:-1]) + " and " + missing[-1]
+        self.problem = f"{feature} needs {names}, which {'is' if len(missing) == 1 else 'are'} not installed"
+        self.fix = f"pip install 'jetkafka[{extra}]'"
+        super().__init__(f"{self.problem}\n  fix: {self.fix}", name=module or missing[0])

@@ -35,6 +35,6 @@ def test_every_exception_class_jetkafka_defines_is_a_jetkafka_error() -> None:
 
 def test_the_errors_a_user_catches_are_exported_from_the_package_root() -> None:
     for name in ("CommitFenced", "CommitUncertain", "ConfigError", "ConnectError", "DeadLetterError",
-                 "OffsetMoved", "OffsetOutOfRange", "PartitionLost", "ProcessorError", "TopicNotFound"):
+                 "MissingExtra", "OffsetMoved", "OffsetOutOfRange", "PartitionLost", "ProcessorError", "TopicNotFound"):
         error = getattr(jetkafka, name)
         assert issubclass(error, JetkafkaError) and name in jetkafka.__all__

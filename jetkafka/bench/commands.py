@@ -40,7 +40,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "the process on one CPU: the client's own cost), Spark DataFrames against row-by-row, "
             "hand-off latency against a Kafka consumer group, balance time and ZooKeeper requests as "
             "instances and partitions grow, and peak memory on a backlog. Without --config a local "
-            "dev stack is started for the run. See docs/performance.md."
+            "dev stack is started for the run. Needs the bench extra: pip install 'jetkafka[bench]'. "
+            "See docs/performance.md."
         ),
     )
     bench.add_argument("--config", metavar="FILE", help="YAML whose zookeeper and kafka sections name the cluster")
@@ -103,6 +104,9 @@ def _failed(node: Any) -> bool:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    from jetkafka.extras import require_extra
+
+    require_extra("bench", "jetkafka bench")
     from jetkafka.bench import client_cost, handoff, memory, scale, spark, throughput
     from jetkafka.bench.progress import Progress
     from jetkafka.bench.report import machine_info, render_table, table_rows, write_json, write_png

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from jetkafka.config.fields import Invalid
+from jetkafka.extras import missing_extra
 
 _TOPIC = re.compile(r"[A-Za-z0-9._-]+")
 _HOST = re.compile(r"[A-Za-z0-9._-]+")
@@ -75,12 +76,20 @@ def check_group(value: str) -> None:
 
 
 def check_class_path(value: str) -> None:
+    """'package.module:ClassName', and, for a class of jetkafka's own, its extra installed.
+
+    Only jetkafka's packages are looked at (without importing them): the user's module is
+    imported when the channel starts, not while the configuration is read.
+    """
     if not _CLASS_PATH.fullmatch(value):
         raise Invalid(
             "",
             f"{value!r} is not of the form 'package.module:ClassName'",
             "write the module's import path, a colon and the class, e.g. class: myapp.indexer:OrderIndexer",
         )
+    missing = missing_extra(value.partition(":")[0])
+    if missing is not None:
+        raise Invalid("", f"{value!r}: {missing.problem}", missing.fix)
 
 
 def check_listen_host(value: str) -> None:

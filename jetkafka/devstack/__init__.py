@@ -5,7 +5,13 @@
 * :class:`DevStack` keeps one of each running in a state directory (``jetkafka dev up``).
 
 Every failure to start or stop raises :class:`~jetkafka.errors.DevStackError` with the fix.
+Needs the ``devstack`` extra: ``pip install 'jetkafka[devstack]'``; without it, importing this
+package raises :class:`~jetkafka.errors.MissingExtra`.
 """
+
+from jetkafka.extras import require_extra
+
+require_extra("devstack", __name__)
 
 from jetkafka.devstack.broker import LocalBroker, client_config, find_noida_binary
 from jetkafka.devstack.ports import check_port_free, free_port, free_ports, is_port_free

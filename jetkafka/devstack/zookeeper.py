@@ -89,7 +89,9 @@ def zookeeper_classpath() -> str:
     if jars is None or not any(jars.glob("zookeeper-[0-9]*.jar")):
         raise DevStackError(
             "ZooKeeper jars not found: jetkafka runs ZooKeeper from pyspark's jars folder "
-            "(pyspark/jars/zookeeper-*.jar); install pyspark: pip install 'pyspark>=3.5'"
+            "(pyspark/jars/zookeeper-*.jar), and the installed pyspark has none (pyspark-client, "
+            "the Spark Connect client alone, ships no jars); install the full pyspark: "
+            "pip install 'jetkafka[devstack]'"
         )
     chosen = []
     for pattern in _NARROW_CLASSPATH:

@@ -16,7 +16,7 @@ from typing import Any
 from jetkafka.config.fields import Invalid
 from jetkafka.config.checks import check_class_path
 from jetkafka.config.schema import ProcessorConfig
-from jetkafka.errors import ProcessorError
+from jetkafka.errors import MissingExtra, ProcessorError
 from jetkafka.processors.base import BatchEventProcessor
 
 
@@ -65,6 +65,9 @@ def _extend_sys_path(pythonpath: Sequence[str]) -> list[str]:
 def _import(module_name: str, class_path: str, searched: list[str]) -> ModuleType:
     try:
         return importlib.import_module(module_name)
+    except MissingExtra as exc:
+        # The module imports a part of jetkafka (jetkafka.spark, ...) whose extra is missing.
+        raise _error(f"processor.class {class_path!r}: {exc.problem}", exc.fix) from None
     except ModuleNotFoundError as exc:
         missing = exc.name or ""
         if missing and (module_name == missing or module_name.startswith(missing + ".")):

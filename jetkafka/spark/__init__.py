@@ -8,8 +8,13 @@
   (:class:`StaleWriter`).
 - :func:`build_session`: the Spark session described by the ``spark:`` configuration section.
 
-See ``docs/spark.md``.
+See ``docs/spark.md``. Needs the ``spark`` extra: ``pip install 'jetkafka[spark]'``; without it,
+importing this package raises :class:`~jetkafka.errors.MissingExtra`.
 """
+
+from jetkafka.extras import require_extra
+
+require_extra("spark", __name__)
 
 from jetkafka.spark.fence import BatchFence, StaleWriter
 from jetkafka.spark.microbatch import SparkMicroBatchProcessor, resolve_function

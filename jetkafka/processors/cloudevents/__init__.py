@@ -5,8 +5,13 @@ package's modules, one idea each: :mod:`.dispatcher` (the processor: per-partiti
 retries, fencing, commits), :mod:`.encoding` (a record as a CloudEvent, binary or structured),
 :mod:`.delivery` (the HTTP request and the retry policy), :mod:`.dead_letter` (where a record
 goes when it cannot be delivered) and :mod:`.metrics` (its Prometheus series). See
-``docs/cloudevents.md``.
+``docs/cloudevents.md``. Needs the ``cloudevents`` extra: ``pip install 'jetkafka[cloudevents]'``;
+without it, importing this package raises :class:`~jetkafka.errors.MissingExtra`.
 """
+
+from jetkafka.extras import require_extra
+
+require_extra("cloudevents", __name__)
 
 from jetkafka.processors.cloudevents.dead_letter import DeadLetterFailed, DeliveryFailed
 from jetkafka.processors.cloudevents.delivery import RetryPolicy
