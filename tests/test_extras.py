@@ -107,7 +107,7 @@ def test_every_core_module_imports_without_any_extra() -> None:
     result = json.loads(done.stdout)
     assert result["loaded"] == []
     # The core as the brief of setup.cfg names it: none of it may be skipped.
-    for module in ("jetkafka.coordination.controller", "jetkafka.channel.inbound", "jetkafka.processors.base",
+    for module in ("jetkafka.coordination.process_session", "jetkafka.channel.inbound", "jetkafka.processors.base",
                    "jetkafka.processors.simple", "jetkafka.processors.calls", "jetkafka.processors.loading",
                    "jetkafka.ops.status", "jetkafka.ops.reset", "jetkafka.recovery.service", "jetkafka.config.loader",
                    "jetkafka.cli", "jetkafka.errors", "jetkafka.events", "jetkafka.backoff", "jetkafka.extras"):
