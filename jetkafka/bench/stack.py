@@ -69,7 +69,7 @@ class BenchCluster:
         if self._admin is None:
             from confluent_kafka.admin import AdminClient
 
-            self._admin = AdminClient({**self.kafka, "logger": log})
+            self._admin = AdminClient(dict(self.kafka), logger=log)
         return self._admin
 
     def create_topic(self, what: str, partitions: int, timeout: float = 120.0) -> str:

@@ -281,7 +281,9 @@ class GroupMembership:
     def _rebalance_topic(self, topic: str, count: int, consumers: Mapping[str, ConsumerInfo], reason: str) -> None:
         # Watch-driven rebalances re-read only owner nodes the listing cannot vouch for; the
         # timer reads all.
-        owners = self.ownership.owners(topic, reuse=reason != "timer", watch=self._owner_watches.get(topic))
+        owners: Mapping[int, str] = self.ownership.owners(
+            topic, reuse=reason != "timer", watch=self._owner_watches.get(topic)
+        )
         self._check_leases(topic, owners)
         owners = self._delete_orphans(topic, owners)
         plan, claims = assignment.plan_topic(self.info(), topic, count, consumers, owners)

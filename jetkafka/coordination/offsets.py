@@ -298,7 +298,7 @@ class OffsetStore:
             data, stat = self._client.get(path)
         except Exception:  # still unreachable: the outcome stays unknown
             return False
-        return data == value and stat.version == version
+        return bool(data == value and stat.version == version)
 
     def write_unfenced(self, topic: str, partition: int, offset: int) -> None:
         """Set an offset without owning the partition (operator tools with the group stopped)."""

@@ -28,12 +28,13 @@ older hold's (:func:`is_this_hold`).
 
 from __future__ import annotations
 
+import enum
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final, Literal
 
 from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import (
@@ -51,7 +52,14 @@ from jetkafka.coordination.paths import GroupPaths
 
 log = logging.getLogger(__name__)
 
-_RACED = object()  # a take transaction lost to a concurrent commit: read the offset node again
+
+class _Raced(enum.Enum):
+    # A one-member enum rather than object(): the type checker can then tell it from a Lease.
+    RACED = enum.auto()
+
+
+# A take transaction lost to a concurrent commit: read the offset node again.
+_RACED: Final = _Raced.RACED
 
 
 def decode_offset(data: bytes) -> int | None:
@@ -205,7 +213,7 @@ class PartitionOwnership:
         tx.set_data(self._paths.offset(topic, partition), data, version=version)
         return tx
 
-    def _taken(self, topic: str, partition: int, data: bytes, results: list[Any]) -> Lease | None | object:
+    def _taken(self, topic: str, partition: int, data: bytes, results: list[Any]) -> Lease | None | Literal[_Raced.RACED]:
         """The lease a take transaction's results give; None if owned by another; _RACED."""
         if not any(isinstance(r, Exception) for r in results):
             lease = Lease(

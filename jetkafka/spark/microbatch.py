@@ -83,9 +83,10 @@ def resolve_function(fn: BatchFunction | str, fn_options: Mapping[str, Any] | No
             walked = f"{walked}.{part}"
     if fn_options is not None:
         target = target(**dict(fn_options))
-    if not callable(target):
-        raise ValueError(f"fn must be callable as fn(df, batch_id) or fn(df, batch_id, fence), got {target!r}")
-    return target  # type: ignore[no-any-return]
+    function: object = target
+    if not callable(function):
+        raise ValueError(f"fn must be callable as fn(df, batch_id) or fn(df, batch_id, fence), got {function!r}")
+    return function
 
 
 class SparkMicroBatchProcessor(BatchEventProcessor):

@@ -101,10 +101,9 @@ class _Pending:
 
 
 def _check_url(path: str, url: Any) -> str:
-    parts = urlsplit(url) if isinstance(url, str) else None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+    if not isinstance(url, str) or (parts := urlsplit(url)).scheme not in ("http", "https") or not parts.netloc:
         raise invalid(path, f"{url!r} is not an http:// or https:// URL", f"write {path}: http://host:port/path")
-    return url  # type: ignore[no-any-return]
+    return url
 
 
 def _resume_at(
