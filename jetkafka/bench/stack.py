@@ -171,10 +171,10 @@ class BenchCluster:
     def cleanup(self) -> None:
         if self._topics:
             try:
-                for topic, future in self.admin.delete_topics(list(self._topics), operation_timeout=30).items():
+                for future in self.admin.delete_topics(list(self._topics), operation_timeout=30).values():
                     with contextlib.suppress(Exception):
                         future.result(timeout=60)
-            except Exception as exc:  # the stack may already be gone
+            except Exception as exc:  # noqa: BLE001 - the stack may already be gone
                 log.debug("topic clean-up failed: %s", exc)
             self._topics.clear()
         if not self.keep_workdir:

@@ -363,7 +363,7 @@ class GroupMembership:
         cause = "it neither started nor gave them up"
         try:
             self._holder.partitions_taken(taken)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the holder's callback may raise anything
             cause = f"{type(exc).__name__}: {exc}"
         with self._lock:
             left = [lease for lease in taken if self._adopting.get(lease.key) is lease]
@@ -463,7 +463,7 @@ class GroupMembership:
     def _delete_owner_node(self, lease: Lease) -> bool:
         try:
             return self.ownership.release(lease)
-        except Exception as exc:  # e.g. a client being closed: the node goes with the session
+        except Exception as exc:  # noqa: BLE001 - e.g. a client being closed: the node goes with the session
             log.warning("%s[%d]: deleting the owner node failed: %s: %s", lease.topic, lease.partition, type(exc).__name__, exc)
             return False
 

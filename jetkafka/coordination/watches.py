@@ -143,7 +143,7 @@ class _Watch(Generic[S]):
                 self._backoff = RETRY_FIRST_S
             except ConnectionClosedError:
                 return  # the client was closed: there is nothing left to watch
-            except Exception as exc:  # never into kazoo's threads: log, retry
+            except Exception as exc:  # noqa: BLE001 - never into kazoo's threads: log, retry
                 if self._stopped:
                     return
                 delay = self._backoff

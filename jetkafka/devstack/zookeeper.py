@@ -27,8 +27,8 @@ import os
 import shutil
 import socket
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from jetkafka.devstack.ports import LOOPBACK, check_port_free, free_ports
 from jetkafka.devstack.process import ServerProcess, tail

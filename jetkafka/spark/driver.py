@@ -168,7 +168,7 @@ class MicroBatchDriver:
                 log.warning("micro-batch %s (%s): not written: %s", batch.batch_id, batch.ranges(), exc)
                 self._stop.wait(self._backoff_ms(attempt) / 1000)
                 continue
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - fn is user code: any failure is retried
                 attempt += 1
                 if step == "fn":
                     self.stats.failures += 1

@@ -194,9 +194,8 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
         )
 
     def on_stop(self) -> None:
-        if self._driver is not None:
-            if not self._driver.stop(timeout=30):
-                log.error("the Spark driver thread did not stop within 30 s; its batch stays uncommitted")
+        if self._driver is not None and not self._driver.stop(timeout=30):
+            log.error("the Spark driver thread did not stop within 30 s; its batch stays uncommitted")
         if self._own_spark and self.spark is not None:
             self.spark.stop()
             self.spark = None

@@ -82,7 +82,7 @@ def files_for(spark: SparkSession, path: str) -> SliceFiles:
         return LocalFiles()
     try:
         jvm = spark.sparkContext._jvm
-    except Exception:  # Spark Connect: no JVM in this process
+    except Exception:  # noqa: BLE001 - Spark Connect: no JVM in this process
         jvm = None
     if jvm is None:
         raise SinkError(
@@ -198,7 +198,7 @@ class HadoopFiles:
     def remove_tree(self, root: str) -> None:
         try:
             self._fc.delete(self._path(root), True)
-        except Exception:  # leftover staging is ignored by readers; never fail a batch over it
+        except Exception:  # noqa: BLE001 - leftover staging is ignored by readers; never fail a batch over it
             pass
 
 

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import requests
@@ -149,8 +149,8 @@ def parse_retry_after(value: str, now: float | None = None) -> int | None:
     except (TypeError, ValueError, IndexError):
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    current = datetime.now(timezone.utc).timestamp() if now is None else now
+        when = when.replace(tzinfo=UTC)
+    current = datetime.now(UTC).timestamp() if now is None else now
     return max(0, int((when.timestamp() - current) * 1000))
 
 

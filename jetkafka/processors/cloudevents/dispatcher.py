@@ -66,9 +66,14 @@ from jetkafka.coordination.errors import CommitUncertain
 from jetkafka.errors import PartitionLost, ProcessorError
 from jetkafka.events import Event, EventBatch, Key, PartitionSource
 from jetkafka.processors.base import BatchEventProcessor, BatchResponse
-from jetkafka.processors.cloudevents.dead_letter import DeadLetterFailed, DeadLetterTarget, TopicDeadLetter, UrlDeadLetter
-from jetkafka.processors.cloudevents.encoding import CONTENT_MODES, EncodingError, RecordEncoder, error_extensions
+from jetkafka.processors.cloudevents.dead_letter import (
+    DeadLetterFailed,
+    DeadLetterTarget,
+    TopicDeadLetter,
+    UrlDeadLetter,
+)
 from jetkafka.processors.cloudevents.delivery import HttpSender, RetryPolicy, invalid, whole
+from jetkafka.processors.cloudevents.encoding import CONTENT_MODES, EncodingError, RecordEncoder, error_extensions
 from jetkafka.processors.cloudevents.metrics import DispatchMetrics
 
 if TYPE_CHECKING:
@@ -125,7 +130,7 @@ def _resume_at(
             source.commit(offset)
         except PartitionLost:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - an early commit only: the channel commits the offset anyway
             log.warning("%s[%d] offset %d: commit postponed to the channel (%s: %s)",
                         source.topic, source.partition, offset, type(exc).__name__, exc)
     response = BatchResponse.advance()

@@ -26,7 +26,7 @@ import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
 from cloudevents.core.base import BaseCloudEvent, EventFactory
@@ -197,13 +197,13 @@ def _parse(read: Callable[[EventFactory], BaseCloudEvent], record: Record) -> Ba
         return read(factory)
     except EncodingError:
         raise
-    except Exception as exc:  # noqa: BLE001 - the SDK raises many kinds for bad input
+    except Exception as exc:  # the SDK raises many kinds for bad input
         raise EncodingError(f"{type(exc).__name__}: {exc}") from exc
 
 
 def _add_time(attributes: dict[str, Any], record: Record) -> None:
     if "time" not in attributes and record.timestamp is not None:
-        attributes["time"] = datetime.fromtimestamp(record.timestamp / 1000, tz=timezone.utc)
+        attributes["time"] = datetime.fromtimestamp(record.timestamp / 1000, tz=UTC)
 
 
 def _text(value: bytes | None) -> str | None:
