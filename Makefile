@@ -3,6 +3,8 @@
 #   make run                  the Spark pipeline quick start on the embedded dev stack
 #                             (RUN_ARGS="--events 50000" passes options to examples/run_pipeline.py)
 #   make test                 the test suite (PYTEST_ARGS="tests/config -x" to narrow it)
+#   make lint                 mypy (strict, on jetkafka/; setup.cfg [mypy]) and ruff (on jetkafka/
+#                             and tests/; ruff.toml): one line per tool, non-zero on any error
 #   make soak                 the chaos soak, two runs of 10+ minutes each, judged by its checker,
 #                             and the guarantee matrix's Spark row (the other rows run in make test;
 #                             SOAK_ARGS="--seed 42 -k recording" to repeat or narrow it)
@@ -24,11 +26,12 @@ PYTEST_ARGS ?=
 SOAK_ARGS ?=
 RUN_ARGS ?=
 
-.PHONY: help venv test soak run dev-up dev-down clean
+.PHONY: help venv test lint soak run dev-up dev-down clean
 
 help:
 	@echo "make run       run the Spark pipeline quick start (examples/run_pipeline.py; options: RUN_ARGS=...)"
 	@echo "make test      run the tests (extra pytest arguments: PYTEST_ARGS=...)"
+	@echo "make lint      check types (mypy, strict) and style (ruff); fails on any error"
 	@echo "make soak      run the chaos soak and its checker, 25+ minutes (SOAK_ARGS=\"--seed N\" ...)"
 	@echo "make dev-up    start the local ZooKeeper and broker (jetkafka dev up)"
 	@echo "make dev-down  stop them (jetkafka dev down)"
@@ -71,6 +74,26 @@ test: venv
 	$(PY) -m pytest -q -ra $(PYTEST_ARGS); status=$$?; \
 	if [ $$status -eq 5 ]; then \
 		echo "make test: pytest collected no tests (exit 5); check PYTEST_ARGS" >&2; \
+	fi; \
+	exit $$status
+
+# Both tools always run, so one pass shows every error; each prints its diagnostics (when there
+# are any) and then one summary line. The exit status is non-zero when either found an error.
+lint: venv
+	@set -uo pipefail; status=0; \
+	out=$$($(PY) -m mypy 2>&1); rc=$$?; \
+	if [ $$rc -eq 0 ]; then \
+		echo "mypy: ok, $$(tail -n 1 <<<"$$out" | sed 's/^Success: //')"; \
+	else \
+		grep -v '^Found [0-9]* error' <<<"$$out"; \
+		echo "mypy: FAILED, $$(tail -n 1 <<<"$$out" | sed 's/^Found //')"; status=1; \
+	fi; \
+	out=$$($(PY) -m ruff check --quiet --output-format concise jetkafka tests 2>&1); rc=$$?; \
+	if [ $$rc -eq 0 ]; then \
+		echo "ruff: ok, no issues in jetkafka/ and tests/"; \
+	else \
+		printf '%s\n' "$$out"; \
+		echo "ruff: FAILED, $$(grep -c . <<<"$$out") issues (ruff check --fix repairs the ones marked [*])"; status=1; \
 	fi; \
 	exit $$status
 

@@ -7,7 +7,7 @@ so a processor that looks only at values pays only for values.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, cast, overload
 
 if TYPE_CHECKING:
     from confluent_kafka import Message
@@ -18,7 +18,12 @@ Key = tuple[str, int]
 
 class Event:
     """One Kafka record: ``topic``, ``partition``, ``offset``, ``key``, ``value``, ``timestamp``
-    (milliseconds since the epoch, or None), ``headers`` (list of ``(name, bytes)``, possibly empty).
+    (milliseconds since the epoch, or None), ``headers`` (list of ``(name, bytes)``, possibly
+    empty; the bytes are None for a header sent without a value).
+
+    confluent_kafka types ``topic()``, ``partition()`` and ``offset()`` as optional because a
+    ``Message`` may carry a consumer error instead of a record; a message that reaches an
+    ``Event`` is a record (the fetcher keeps error messages away), so they are never None here.
     """
 
     __slots__ = ("_message", "recovery")
@@ -29,23 +34,23 @@ class Event:
 
     @property
     def topic(self) -> str:
-        return self._message.topic()  # type: ignore[no-any-return]
+        return cast(str, self._message.topic())
 
     @property
     def partition(self) -> int:
-        return self._message.partition()  # type: ignore[no-any-return]
+        return cast(int, self._message.partition())
 
     @property
     def offset(self) -> int:
-        return self._message.offset()  # type: ignore[no-any-return]
+        return cast(int, self._message.offset())
 
     @property
     def key(self) -> bytes | None:
-        return self._message.key()  # type: ignore[no-any-return]
+        return self._message.key()
 
     @property
     def value(self) -> bytes | None:
-        return self._message.value()  # type: ignore[no-any-return]
+        return self._message.value()
 
     @property
     def timestamp(self) -> int | None:
@@ -53,8 +58,10 @@ class Event:
         return None if kind == 0 else ts  # 0 is TIMESTAMP_NOT_AVAILABLE
 
     @property
-    def headers(self) -> list[tuple[str, bytes]]:
-        return self._message.headers() or []
+    def headers(self) -> list[tuple[str, bytes | None]]:
+        # A consumed record's headers are always a list of pairs (the dict form is only one of
+        # the shapes a producer may pass); the value is None for a header without one.
+        return cast("list[tuple[str, bytes | None]]", self._message.headers() or [])
 
     def __repr__(self) -> str:
         return f"Event({self.topic}[{self.partition}]@{self.offset})"
@@ -94,11 +101,11 @@ class EventBatch(Sequence[Event]):
 
     @property
     def first_offset(self) -> int:
-        return self.messages[0].offset()  # type: ignore[no-any-return]
+        return cast(int, self.messages[0].offset())
 
     @property
     def last_offset(self) -> int:
-        return self.messages[-1].offset()  # type: ignore[no-any-return]
+        return cast(int, self.messages[-1].offset())
 
     @property
     def size_bytes(self) -> int:

@@ -131,7 +131,7 @@ def topic_factory(kafka_config: dict[str, Any]) -> Iterator[Callable[..., str]]:
         for topic, future in admin.delete_topics(created, operation_timeout=10).items():
             try:
                 future.result(timeout=15)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - clean-up only: logged
                 log.warning("could not delete topic %s: %s", topic, exc)
 
 

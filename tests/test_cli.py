@@ -16,7 +16,7 @@ from tests.support.processes import REPO
 
 def jetkafka(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "jetkafka", *args], capture_output=True, text=True, timeout=timeout, cwd=str(REPO)
+        [sys.executable, "-m", "jetkafka", *args], capture_output=True, text=True, timeout=timeout, cwd=str(REPO), check=False
     )
 
 

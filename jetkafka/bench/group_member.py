@@ -66,9 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         seen: set[int] = set()
         lines = []
         for m in msgs:
-            if m.error() is not None:
-                continue
             p = m.partition()
+            if m.error() is not None or p is None:  # an error event, not a record
+                continue
             if p not in seen:
                 seen.add(p)
                 lines.append(f"{pid} {p} {m.offset()} {now:.6f}\n")

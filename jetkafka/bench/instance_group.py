@@ -107,9 +107,14 @@ class RecordLog:
             pid, partition, at = int(parts[0]), int(parts[1]), float(parts[3])
             self.latest[partition] = (pid, at)
             watch = self._watch
-            if watch is not None and partition in watch and not watch[partition]:
-                if pid != self._watch_not_pid and at >= self._watch_since:
-                    watch[partition] = at
+            if (
+                watch is not None
+                and partition in watch
+                and not watch[partition]
+                and pid != self._watch_not_pid
+                and at >= self._watch_since
+            ):
+                watch[partition] = at
 
     def watch(self, partitions: list[int], since: float, not_pid: int) -> None:
         self._watch = {p: 0.0 for p in partitions}
@@ -168,13 +173,13 @@ class Group:
     def spawn(self) -> Instance:
         self._count += 1
         log_path = self.workdir / f"{self.kind}-{self._count}.log"
-        out = open(log_path, "wb")
+        out = open(log_path, "wb")  # noqa: SIM115 - the child's log, closed by Instance.reap()
         proc = subprocess.Popen(
             self.command(self._count),
             stdout=out,
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            preexec_fn=die_with_parent(),
+            preexec_fn=die_with_parent(),  # noqa: PLW1509 - die_with_parent() only makes two system calls in the child
         )
         inst = Instance(proc, time.time(), log_path, out)
         self.instances.append(inst)
@@ -279,7 +284,7 @@ class JetkafkaGroup(Group):
         out: dict[int, int] = {}
         try:
             names = self._zk.get_children(path)
-        except Exception:
+        except Exception:  # noqa: BLE001 - a probe: ZooKeeper down or no owners node both mean no owners yet
             return out
         for name in names:
             with contextlib.suppress(Exception):

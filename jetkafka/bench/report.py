@@ -30,13 +30,13 @@ def machine_info() -> dict[str, Any]:
         import psutil
 
         info["memory_gib"] = round(psutil.virtual_memory().total / 1024**3, 1)
-    except Exception:
+    except Exception:  # noqa: BLE001 - best effort: the field stays empty
         info["memory_gib"] = None
     try:
         from importlib.metadata import version
 
         info["kazoo"] = version("kazoo")
-    except Exception:
+    except Exception:  # noqa: BLE001 - best effort: the field stays empty
         info["kazoo"] = None
     return info
 
@@ -191,8 +191,10 @@ def render_table(report: dict[str, Any]) -> str:
     load = report.get("load_average", {})
     lines = [
         f"jetkafka bench{' --quick' if report.get('quick') else ''}: {report['started']}, {report['seconds']:.0f} s",
-        f"machine: {m['cpus']} CPUs, {m.get('memory_gib')} GiB, {m['platform']}, Python {m['python']}, "
-        f"librdkafka {m['librdkafka']}, kazoo {m.get('kazoo')}",
+        (
+            f"machine: {m['cpus']} CPUs, {m.get('memory_gib')} GiB, {m['platform']}, Python {m['python']}, "
+            f"librdkafka {m['librdkafka']}, kazoo {m.get('kazoo')}"
+        ),
         f"load average (1 min): {load.get('start', ['?'])[0]} at start, {load.get('end', ['?'])[0]} at end",
         f"broker: {report['broker']}; ZooKeeper {report['zookeeper']}",
         "",
@@ -291,7 +293,7 @@ def write_png(report: dict[str, Any], path: str) -> str | None:
         values = [r["events_per_s"] / 1000 for r in tp["rows"]]
         colors = ["#888888" if r["variant"] == "plain" else "#2b6cb0" for r in tp["rows"]]
         bars = left.bar(range(len(values)), values, color=colors)
-        for bar, r in zip(bars, tp["rows"]):
+        for bar, r in zip(bars, tp["rows"], strict=True):
             text = f"{r['events_per_s'] / 1000:,.0f}k"
             if r.get("ratio") is not None:
                 text += f"\n×{r['ratio']:.2f}"

@@ -69,7 +69,7 @@ class BenchCluster:
         if self._admin is None:
             from confluent_kafka.admin import AdminClient
 
-            self._admin = AdminClient({**self.kafka, "logger": log})
+            self._admin = AdminClient(dict(self.kafka), logger=log)
         return self._admin
 
     def create_topic(self, what: str, partitions: int, timeout: float = 120.0) -> str:
@@ -171,10 +171,10 @@ class BenchCluster:
     def cleanup(self) -> None:
         if self._topics:
             try:
-                for topic, future in self.admin.delete_topics(list(self._topics), operation_timeout=30).items():
+                for future in self.admin.delete_topics(list(self._topics), operation_timeout=30).values():
                     with contextlib.suppress(Exception):
                         future.result(timeout=60)
-            except Exception as exc:  # the stack may already be gone
+            except Exception as exc:  # noqa: BLE001 - the stack may already be gone
                 log.debug("topic clean-up failed: %s", exc)
             self._topics.clear()
         if not self.keep_workdir:

@@ -43,20 +43,20 @@ class TansuBroker:
 
     def version(self) -> str:
         try:
-            out = subprocess.run([str(self.binary), "--version"], capture_output=True, text=True, timeout=10)
+            out = subprocess.run([str(self.binary), "--version"], capture_output=True, text=True, timeout=10, check=False)
             return out.stdout.strip() or "tansu ?"
         except (OSError, subprocess.TimeoutExpired):
             return "tansu ?"
 
     def start(self, timeout: float = 30.0) -> None:
         url = f"tcp://{LOOPBACK}:{self.port}"
-        self._log = open(self.log_path, "wb")
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - the broker's log, closed by stop()
         self._proc = subprocess.Popen(
             [str(self.binary), "broker", "--listener-url", url, "--advertised-listener-url", url],
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=die_with_parent(),
+            preexec_fn=die_with_parent(),  # noqa: PLW1509 - die_with_parent() only makes two system calls in the child
         )
         deadline = time.monotonic() + timeout
         while True:

@@ -24,6 +24,7 @@ process's CPU time per run is kept as well.
 
 from __future__ import annotations
 
+import functools
 import logging
 import resource
 import statistics
@@ -209,7 +210,7 @@ def variants(plain: Callable[[], Sample], channel: Callable[..., Sample]) -> lis
     for threads in THREADS:
         name = f"jetkafka-{threads}t"
         label = f"jetkafka, {threads} thread{'s' if threads > 1 else ''}"
-        out.append(Variant(name, label, lambda n=name, t=threads: channel(n, threads=t), {"threads": threads}))
+        out.append(Variant(name, label, functools.partial(channel, name, threads=threads), {"threads": threads}))
     name = f"jetkafka-4t-b{LARGE_BATCH}"
     settings = {"threads": 4, "batch_max_events": LARGE_BATCH}
     out.append(

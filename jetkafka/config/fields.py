@@ -40,7 +40,7 @@ def spec(
     key: str | None = None,
     example: str | None = None,
     min: float | None = None,  # noqa: A002 - reads naturally at the call site
-    max: float | None = None,  # noqa: A002
+    max: float | None = None,  # noqa: A002 - as min
     choices: Sequence[str] | None = None,
     normalize: Callable[[str], str] | None = None,
     nonempty: bool = False,

@@ -262,7 +262,9 @@ class GroupMembership:
     def _rebalance_topic(self, topic: str, count: int, consumers: Mapping[str, ConsumerInfo], reason: str) -> None:
         # Watch-driven rebalances re-read only owner nodes the listing cannot vouch for; the
         # timer reads all.
-        owners = self.ownership.owners(topic, reuse=reason != "timer", watch=self._owner_watches.get(topic))
+        owners: Mapping[int, str] = self.ownership.owners(
+            topic, reuse=reason != "timer", watch=self._owner_watches.get(topic)
+        )
         self._check_leases(topic, owners)
         owners = self._delete_orphans(topic, owners)
         plan, claims = assignment.plan_topic(self.info(), topic, count, consumers, owners)
@@ -323,7 +325,7 @@ class GroupMembership:
         cause = "it neither started nor gave them up"
         try:
             self._holder.partitions_taken(taken)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the holder's callback may raise anything
             cause = f"{type(exc).__name__}: {exc}"
         left = self._leases.not_adopted(taken)
         held = [lease for lease in left if self.lease(lease.key) is lease]
@@ -402,7 +404,7 @@ class GroupMembership:
     def _delete_owner_node(self, lease: Lease) -> bool:
         try:
             return self.ownership.release(lease)
-        except Exception as exc:  # e.g. a client being closed: the node goes with the session
+        except Exception as exc:  # noqa: BLE001 - e.g. a client being closed: the node goes with the session
             log.warning("%s[%d]: deleting the owner node failed: %s: %s", lease.topic, lease.partition, type(exc).__name__, exc)
             return False
 

@@ -39,9 +39,9 @@ from kazoo.exceptions import (
 )
 from kazoo.interfaces import IAsyncResult
 
+from jetkafka.coordination.errors import CommitAnswerLate, CommitUncertain
 from jetkafka.coordination.ownership import Lease, decode_offset, is_this_hold
 from jetkafka.coordination.paths import GroupPaths
-from jetkafka.coordination.errors import CommitAnswerLate, CommitUncertain
 from jetkafka.errors import CommitFenced, OffsetMoved
 
 log = logging.getLogger(__name__)
@@ -156,7 +156,7 @@ class OffsetStore:
                 return CommitFenced(
                     lease.topic, lease.partition, f"{refused}: ZooKeeper session expired", cause="session_expired"
                 )
-            except Exception as exc:  # connection lost or timed out: the outcome is unknown
+            except Exception as exc:  # noqa: BLE001 - connection lost or timed out: the outcome is unknown
                 return CommitUncertain(f"{type(exc).__name__}: {exc}")
             if not isinstance(results[0], Exception) and not isinstance(results[1], Exception):
                 lease.offset_version = results[1].version
@@ -168,7 +168,7 @@ class OffsetStore:
                 _, owner = self._client.get(self._paths.owner(lease.topic, lease.partition))
             except NoNodeError:
                 pass
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - any failure of this read leaves the outcome unknown
                 return CommitUncertain(f"{type(exc).__name__}: {exc}")
             else:
                 if is_this_hold(lease, owner):
@@ -197,7 +197,7 @@ class OffsetStore:
         try:
             _, owner = self._client.get(self._paths.owner(lease.topic, lease.partition))
             data, stat = self._client.get(self._paths.offset(lease.topic, lease.partition))
-        except Exception:
+        except Exception:  # noqa: BLE001 - no answer confirms nothing: the hold is not adopted
             return False
         if not is_this_hold(lease, owner):
             return False
@@ -296,9 +296,9 @@ class OffsetStore:
     def _landed(self, path: str, value: bytes, version: int) -> bool:
         try:
             data, stat = self._client.get(path)
-        except Exception:  # still unreachable: the outcome stays unknown
+        except Exception:  # noqa: BLE001 - still unreachable: the outcome stays unknown
             return False
-        return data == value and stat.version == version
+        return bool(data == value and stat.version == version)
 
     def write_unfenced(self, topic: str, partition: int, offset: int) -> None:
         """Set an offset without owning the partition (operator tools with the group stopped)."""

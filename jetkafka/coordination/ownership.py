@@ -28,12 +28,13 @@ older hold's (:func:`is_this_hold`).
 
 from __future__ import annotations
 
+import enum
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final, Literal
 
 from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import (
@@ -51,7 +52,14 @@ from jetkafka.coordination.paths import GroupPaths
 
 log = logging.getLogger(__name__)
 
-_RACED = object()  # a take transaction lost to a concurrent commit: read the offset node again
+
+class _Raced(enum.Enum):
+    # A one-member enum rather than object(): the type checker can then tell it from a Lease.
+    RACED = enum.auto()
+
+
+# A take transaction lost to a concurrent commit: read the offset node again.
+_RACED: Final = _Raced.RACED
 
 
 def decode_offset(data: bytes) -> int | None:
@@ -179,7 +187,7 @@ class PartitionOwnership:
         for p, result in read:
             try:
                 data, stat = result.get()
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - stop sending takes; raised below unless another take succeeded
                 error = exc
                 break  # send no more takes; the answers of those sent are still read below
             sent.append((p, data, self._take_tx(topic, p, data, stat.version).commit_async()))
@@ -189,7 +197,7 @@ class PartitionOwnership:
                 taken = self._taken(topic, p, data, result.get())
                 if taken is _RACED:
                     taken = self.take(topic, p)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - keep the others' leases; raised below if none
                 error = error or exc
                 log.warning("%s[%d]: take not confirmed (%s: %s)", topic, p, type(exc).__name__, exc)
                 continue
@@ -205,7 +213,7 @@ class PartitionOwnership:
         tx.set_data(self._paths.offset(topic, partition), data, version=version)
         return tx
 
-    def _taken(self, topic: str, partition: int, data: bytes, results: list[Any]) -> Lease | None | object:
+    def _taken(self, topic: str, partition: int, data: bytes, results: list[Any]) -> Lease | Literal[_Raced.RACED] | None:
         """The lease a take transaction's results give; None if owned by another; _RACED."""
         if not any(isinstance(r, Exception) for r in results):
             lease = Lease(

@@ -121,7 +121,7 @@ class SessionLease:
             sent = time.monotonic()
             try:
                 self._client.exists_async("/").get(timeout=max(1.0, self.interval_s()))
-            except Exception:  # no answer: the lease keeps running down
+            except Exception:  # noqa: BLE001 - no answer: the lease keeps running down
                 pass
             else:
                 self.renewed(sent)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import ConnectionClosedError, NoNodeError
@@ -63,7 +63,7 @@ class _Watch(Generic[S]):
         self._last: Any = _NOTHING_YET  # the state last handed to on_change
         self._owed = False  # a notification came whose state was not handed over yet
 
-    def start(self) -> _Watch[S]:
+    def start(self) -> Self:
         """Read and report the current state, and watch from now on; returns the watch."""
         if self._started:
             return self
@@ -143,7 +143,7 @@ class _Watch(Generic[S]):
                 self._backoff = RETRY_FIRST_S
             except ConnectionClosedError:
                 return  # the client was closed: there is nothing left to watch
-            except Exception as exc:  # never into kazoo's threads: log, retry
+            except Exception as exc:  # noqa: BLE001 - never into kazoo's threads: log, retry
                 if self._stopped:
                     return
                 delay = self._backoff
@@ -192,7 +192,8 @@ class NodeWatch(_Watch[tuple[bytes | None, ZnodeStat | None]]):
     def _fetch(self) -> tuple[bytes | None, ZnodeStat | None]:
         while True:
             try:
-                return self._client.get(self.path, watch=self._on_event)
+                data, stat = self._client.get(self.path, watch=self._on_event)
+                return data, stat
             except NoNodeError:
                 if self._client.exists(self.path, watch=self._on_event) is None:
                     return None, None

@@ -145,7 +145,7 @@ class LocalBroker(ServerProcess):
             self._admin = AdminClient(config)
         try:
             metadata = self._admin.list_topics(timeout=1.0)
-        except Exception as exc:  # KafkaException while the broker finishes starting
+        except Exception as exc:  # noqa: BLE001 - KafkaException while the broker finishes starting
             log.debug("broker metadata not ready: %s", exc)
             return False
         return bool(metadata.brokers)

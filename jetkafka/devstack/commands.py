@@ -20,7 +20,7 @@ __all__ = ["register", "cmd_up", "cmd_down", "cmd_status"]
 EXIT_NOT_RUNNING = 3
 
 
-def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> argparse.ArgumentParser:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """Add ``dev`` and its subcommands to ``subparsers``; return the ``dev`` parser."""
     dev = subparsers.add_parser(
         "dev",
@@ -124,6 +124,6 @@ def _table(status: dict[str, Any]) -> str:
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
     return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1]
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[-1]
         for row in rows
     )

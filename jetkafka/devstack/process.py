@@ -60,7 +60,7 @@ class ProcessRecord:
     boot_time: float | None = None
 
     @classmethod
-    def of(cls, pid: int) -> "ProcessRecord":
+    def of(cls, pid: int) -> ProcessRecord:
         return cls(pid, psutil.Process(pid).create_time(), psutil.boot_time())
 
     def _same_start(self, proc: psutil.Process) -> bool:
@@ -91,7 +91,7 @@ class ProcessRecord:
         return {"pid": self.pid, "create_time": self.create_time, "boot_time": self.boot_time}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ProcessRecord":
+    def from_dict(cls, data: dict[str, Any]) -> ProcessRecord:
         boot = data.get("boot_time")
         return cls(int(data["pid"]), float(data["create_time"]), None if boot is None else float(boot))
 
@@ -214,7 +214,7 @@ class ServerProcess:
                     stdout=out,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
-                    preexec_fn=die_with_parent() if self.ends_with_parent else None,
+                    preexec_fn=die_with_parent() if self.ends_with_parent else None,  # noqa: PLW1509 - die_with_parent() only makes two system calls in the child
                 )
             except OSError as exc:
                 raise DevStackError(f"cannot start {self.name} ({argv[0]}): {exc}") from exc

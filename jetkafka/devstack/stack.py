@@ -30,9 +30,10 @@ import json
 import logging
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from jetkafka.devstack.broker import LocalBroker, client_config
 from jetkafka.devstack.ports import is_port_free

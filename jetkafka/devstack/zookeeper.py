@@ -27,8 +27,8 @@ import os
 import shutil
 import socket
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from jetkafka.devstack.ports import LOOPBACK, check_port_free, free_ports
 from jetkafka.devstack.process import ServerProcess, tail
@@ -150,7 +150,7 @@ class ZooKeeperServer(ServerProcess):
         if quorum is not None and server_id not in quorum:
             raise ValueError(f"server_id {server_id} is not in quorum {sorted(quorum)}")
         self.host = host
-        self.client_port = client_port if client_port else free_ports(1, host)[0]
+        self.port = client_port if client_port else free_ports(1, host)[0]
         self.server_id = server_id
         self.quorum = dict(quorum) if quorum is not None else None
         self.tick_time_ms = tick_time_ms
@@ -162,8 +162,9 @@ class ZooKeeperServer(ServerProcess):
         return f"ZooKeeperServer({self.connect_string!r}, dir={str(self.directory)!r})"
 
     @property
-    def port(self) -> int:  # type: ignore[override]
-        return self.client_port
+    def client_port(self) -> int:
+        """ZooKeeper's name (``clientPort``) for :attr:`port`, the port clients connect to."""
+        return self.port
 
     @property
     def connect_string(self) -> str:

@@ -32,7 +32,7 @@ _EXPORTS = {
     "PartitionReset": "jetkafka.ops.reset",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(_EXPORTS)  # noqa: PLE0605 - the lazily imported names, listed once in _EXPORTS
 
 
 def __getattr__(name: str) -> Any:

@@ -63,8 +63,8 @@ from jetkafka.ops.protocol import (
     ResetError,
     ResetIncomplete,
     ResetResult,
-    commands_path,
     command_path,
+    commands_path,
     error_path,
     lock_path,
     marker_data,
@@ -84,7 +84,7 @@ _ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 def new_command_id() -> str:
     """``<UTC time>-<random>``: sorts by creation and is unique without coordination."""
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:6]
 
 
 class ResetRun:
@@ -162,7 +162,8 @@ class ResetRun:
                 pass
             gone = threading.Event()
             try:
-                holder, _ = self.client.get(path, watch=lambda _e: gone.set())
+                # The watch sets this attempt's Event, whatever the loop has done since.
+                holder, _ = self.client.get(path, watch=lambda _e, gone=gone: gone.set())
             except NoNodeError:
                 continue
             info = json.loads(holder or b"{}")
@@ -388,8 +389,10 @@ class ResetRun:
 
     def _failure_message(self, result: ResetResult) -> str:
         lines = [
-            f"reset {self.id} of {self.topic} incomplete after {self.timeout:g} s: "
-            f"{len(result.applied)} of {len(result.targets)} partitions moved, the command is aborted"
+            (
+                f"reset {self.id} of {self.topic} incomplete after {self.timeout:g} s: "
+                f"{len(result.applied)} of {len(result.targets)} partitions moved, the command is aborted"
+            )
         ]
         lines += [f"  {self.topic}[{p}]: {why}" for p, why in sorted(result.pending.items())]
         lines.append(f"  fix: repeat the same command with --id {self.id} to finish it (done partitions are skipped)")

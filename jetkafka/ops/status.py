@@ -150,7 +150,7 @@ class GroupStatus:
 
 
 def _iso(epoch: float) -> str:
-    return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def read_partitions(
@@ -229,7 +229,7 @@ def format_table(header: Sequence[str], rows: Iterable[Sequence[object]], right:
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     lines = []
     for row in cells:
-        parts = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
+        parts = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
         lines.append("  ".join(parts).rstrip())
     return lines
 
@@ -254,8 +254,10 @@ def render_status(status: GroupStatus, now: float | None = None) -> str:
     now = time.time() if now is None else now
     owned = sum(1 for p in status.partitions if p.owner is not None)
     lines = [
-        f"group {status.group}: {len(status.instances)} instance(s), "
-        f"{owned}/{len(status.partitions)} partitions owned, total lag {status.lag}",
+        (
+            f"group {status.group}: {len(status.instances)} instance(s), "
+            f"{owned}/{len(status.partitions)} partitions owned, total lag {status.lag}"
+        ),
         "",
     ]
     if status.instances:
@@ -276,7 +278,7 @@ def render_status(status: GroupStatus, now: float | None = None) -> str:
 
 def render_offsets(status: GroupStatus) -> str:
     return "\n".join(
-        [f"group {status.group}: committed offsets, total lag {status.lag}", ""] + render_partitions(status.partitions)
+        [f"group {status.group}: committed offsets, total lag {status.lag}", "", *render_partitions(status.partitions)]
     )
 
 

@@ -33,14 +33,14 @@ class Target:
 
     def describe(self) -> str:
         if self.kind == "time":
-            return dt.datetime.fromtimestamp(self.value / 1000, dt.timezone.utc).isoformat(timespec="milliseconds")
+            return dt.datetime.fromtimestamp(self.value / 1000, dt.UTC).isoformat(timespec="milliseconds")
         return self.kind if self.kind in ("earliest", "latest") else f"offset {self.value}"
 
 
 def parse_target(to: str | int | dt.datetime) -> Target:
     """``earliest``, ``latest``, an offset, or an ISO-8601 time (without a zone: UTC)."""
     if isinstance(to, dt.datetime):
-        moment = to if to.tzinfo is not None else to.replace(tzinfo=dt.timezone.utc)
+        moment = to if to.tzinfo is not None else to.replace(tzinfo=dt.UTC)
         return Target("time", int(moment.timestamp() * 1000))
     if isinstance(to, int) and not isinstance(to, bool):
         if to < 0:

@@ -46,10 +46,10 @@ def _resolve(handler: Handler | str) -> Handler:
     module_name, sep, attr = str(handler).partition(":")
     if not sep:
         raise ValueError(f"handler {handler!r} must be a callable or 'module:function'")
-    fn = getattr(importlib.import_module(module_name), attr)
+    fn: object = getattr(importlib.import_module(module_name), attr)
     if not callable(fn):
         raise ValueError(f"handler {handler!r} is not callable")
-    return fn  # type: ignore[no-any-return]
+    return fn
 
 
 class SimpleKafkaProcessor(BatchEventProcessor):

@@ -145,7 +145,7 @@ def to_dataframe_row_by_row(spark: SparkSession, messages: Sequence[Message]) ->
             ),
         ]
     )
-    utc = dt.timezone.utc
+    utc = dt.UTC
     rows = []
     for m in messages:
         kind, ts = m.timestamp()

@@ -58,7 +58,7 @@ class Slice:
     start: int
     end: int
     generation: int
-    hold: Lease | None = None  # the partition hold it was gathered under; commits are fenced by it
+    hold: Lease  # the partition hold it was gathered under; commits are fenced by it
     chunks: list[pa.RecordBatch] = field(default_factory=list)
     events: int = 0
     nbytes: int = 0

@@ -168,7 +168,7 @@ class MicroBatchDriver:
                 log.warning("micro-batch %s (%s): not written: %s", batch.batch_id, batch.ranges(), exc)
                 self._stop.wait(self._backoff_ms(attempt) / 1000)
                 continue
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - fn is user code: any failure is retried
                 attempt += 1
                 if step == "fn":
                     self.stats.failures += 1
@@ -280,7 +280,7 @@ class MicroBatchDriver:
         for _ in range(100):
             self._prune(batch, "when recording")
             for s in list(batch.slices.values()):
-                committed = s.hold.committed if s.hold is not None else None
+                committed = s.hold.committed
                 if committed != s.start:
                     self._void(batch, s, f"the committed offset is {committed}, not the slice's start")
             if not batch.slices:
@@ -298,7 +298,6 @@ class MicroBatchDriver:
                     s = batch.slices[k]
                     if not self.collector.is_current(s):
                         raise _SliceVoid(k, "repositioned or given up while being recorded")
-                    assert s.hold is not None
                     recorded[k] = s.hold.offset_version + 1  # this transaction's write comes next
                 versions.update(self.ledger.add_record(tx, next_id, counter_version, ranges, existing))
 
@@ -330,7 +329,7 @@ class MicroBatchDriver:
             self.context.commit(
                 offsets,
                 extra=add,
-                holds={k: batch.slices[k].hold for k in keys},  # type: ignore[misc]
+                holds={k: batch.slices[k].hold for k in keys},
                 expected={k: batch.slices[k].start for k in keys},
             )
         except CommitFenced as exc:
@@ -365,8 +364,11 @@ class MicroBatchDriver:
                 return
             keys = sorted(batch.slices)
             offsets = {k: batch.slices[k].end for k in keys}
-            versions = {k: batch.slices[k].pending_version for k in keys}
-            assert all(v is not None for v in versions.values())
+            versions: dict[tuple[str, int], int] = {}
+            for k in keys:
+                version = batch.slices[k].pending_version
+                assert version is not None, f"{batch.slices[k]}: committing a slice never recorded"
+                versions[k] = version
 
             def add(tx: Any) -> None:
                 # Under the holds' locks, where every write of this instance for the partition
@@ -374,10 +376,9 @@ class MicroBatchDriver:
                 # (reset, out of range) landed since; the slice's end must not overwrite it.
                 for k in keys:
                     s = batch.slices[k]
-                    assert s.hold is not None
                     if s.hold.offset_version != s.recorded_version:
                         raise _SliceVoid(k, "the partition was repositioned after the slice was recorded")
-                self.ledger.add_done(tx, versions)  # type: ignore[arg-type]
+                self.ledger.add_done(tx, versions)
 
             try:
                 if not self._commit(batch, offsets, add):

@@ -60,7 +60,7 @@ class BatchFence:
     @property
     def tokens(self) -> dict[Key, int]:
         """The fencing token of each slice's hold, ``{(topic, partition): token}``."""
-        return {key: s.hold.epoch for key, s in self._slices.items() if s.hold is not None}
+        return {key: s.hold.epoch for key, s in self._slices.items()}
 
     def lease_valid(self) -> bool:
         """This instance's ZooKeeper session is surely alive by its own clock."""
@@ -85,9 +85,12 @@ class BatchFence:
         """Raise :class:`StaleWriter` unless the lease runs and every slice (or the one named)
         is still held; call it right before making output visible."""
         self.check_lease()
-        if topic is not None and partition is None:
+        if topic is None:
+            keys = sorted(self._slices)
+        elif partition is None:
             raise ValueError("check(topic, partition): name both, or neither for every slice")
-        keys = sorted(self._slices) if topic is None else [(topic, int(partition))]  # type: ignore[arg-type]
+        else:
+            keys = [(topic, int(partition))]
         for key in keys:
             reason = self._slice_reason(key)
             if reason is not None:
@@ -99,7 +102,7 @@ class BatchFence:
             return "is not in this micro-batch"
         if self._context.hold(*key) is not s.hold:
             return "is no longer held by this instance (lost or released)"
-        if not self._collector.is_current(s) or (s.hold is not None and s.hold.committed != s.start):
+        if not self._collector.is_current(s) or s.hold.committed != s.start:
             return "was repositioned or given up since its events were gathered"
         return None
 
@@ -110,7 +113,7 @@ class BatchFence:
         under it (a reset's, above all) can land between the check and the publication: a
         reset either came first, and the slice is refused, or waits until it is out."""
         s = self._slices.get((topic, partition))
-        if s is None or s.hold is None:
+        if s is None:
             yield False
             return
         with s.hold.settled():

@@ -83,9 +83,10 @@ def resolve_function(fn: BatchFunction | str, fn_options: Mapping[str, Any] | No
             walked = f"{walked}.{part}"
     if fn_options is not None:
         target = target(**dict(fn_options))
-    if not callable(target):
-        raise ValueError(f"fn must be callable as fn(df, batch_id) or fn(df, batch_id, fence), got {target!r}")
-    return target  # type: ignore[no-any-return]
+    function: object = target
+    if not callable(function):
+        raise ValueError(f"fn must be callable as fn(df, batch_id) or fn(df, batch_id, fence), got {function!r}")
+    return function
 
 
 class SparkMicroBatchProcessor(BatchEventProcessor):
@@ -193,9 +194,8 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
         )
 
     def on_stop(self) -> None:
-        if self._driver is not None:
-            if not self._driver.stop(timeout=30):
-                log.error("the Spark driver thread did not stop within 30 s; its batch stays uncommitted")
+        if self._driver is not None and not self._driver.stop(timeout=30):
+            log.error("the Spark driver thread did not stop within 30 s; its batch stays uncommitted")
         if self._own_spark and self.spark is not None:
             self.spark.stop()
             self.spark = None

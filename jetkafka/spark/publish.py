@@ -81,8 +81,8 @@ def files_for(spark: SparkSession, path: str) -> SliceFiles:
     if scheme in ("", "file"):
         return LocalFiles()
     try:
-        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
-    except Exception:  # Spark Connect: no JVM in this process
+        jvm = spark.sparkContext._jvm
+    except Exception:  # noqa: BLE001 - Spark Connect: no JVM in this process
         jvm = None
     if jvm is None:
         raise SinkError(
@@ -108,7 +108,7 @@ class LocalFiles:
         base = self._local(root)
         level = [""]
         for _ in range(depth):
-            below = []
+            below: list[str] = []
             for rel in level:
                 here = os.path.join(base, rel) if rel else base
                 try:
@@ -144,9 +144,12 @@ class HadoopFiles:
 
     def __init__(self, spark: SparkSession, root: str) -> None:
         context = spark.sparkContext
-        self._jvm: Any = context._jvm  # type: ignore[attr-defined]
-        self._gateway: Any = context._gateway  # type: ignore[attr-defined]
-        conf = context._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
+        jvm, gateway = context._jvm, context._gateway
+        if jvm is None or gateway is None:  # files_for() checked; a stopped context has none
+            raise SinkError(f"cannot reach the Hadoop filesystem of {root}: the Spark context has no JVM")
+        self._jvm: Any = jvm
+        self._gateway: Any = gateway
+        conf = context._jsc.hadoopConfiguration()
         fs = self._jvm.org.apache.hadoop.fs
         self._fs = fs
         self._fc = fs.FileContext.getFileContext(self._jvm.java.net.URI(root), conf)
@@ -163,7 +166,7 @@ class HadoopFiles:
     def leaves(self, root: str, depth: int) -> list[str]:
         level = [""]
         for _ in range(depth):
-            below = []
+            below: list[str] = []
             for rel in level:
                 here = self.join(root, rel) if rel else root
                 if not self._fc.util().exists(self._path(here)):
@@ -195,7 +198,7 @@ class HadoopFiles:
     def remove_tree(self, root: str) -> None:
         try:
             self._fc.delete(self._path(root), True)
-        except Exception:  # leftover staging is ignored by readers; never fail a batch over it
+        except Exception:  # noqa: BLE001 - leftover staging is ignored by readers; never fail a batch over it
             pass
 
 

@@ -115,7 +115,7 @@ def build_session(config: SparkConfig, extra: Mapping[str, str] | None = None) -
             f"spark.remote {config.remote}: the Spark Connect client is not installed ({exc})\n"
             '  fix: pip install "pyspark[connect]" in the environment running jetkafka'
         ) from None
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - py4j, the JVM or a bad setting: one SparkSessionError with a fix
         where = f"Spark Connect server {config.remote}" if config.remote else f"Spark master {config.master}"
         raise SparkSessionError(
             f"could not start a Spark session on {where}: {type(exc).__name__}: {exc}\n"

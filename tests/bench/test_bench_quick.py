@@ -34,6 +34,7 @@ def quick_run() -> dict[str, Any]:
         capture_output=True,
         text=True,
         timeout=300,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)

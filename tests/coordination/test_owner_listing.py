@@ -83,7 +83,7 @@ def test_a_node_taken_over_between_two_listings_shows_its_new_owner(
         own = {cid: PartitionOwnership(client, PATHS, cid) for cid, client in (("a", a), ("b", b), ("c", c))}
         own["a"].prepare("t")
         leases = {}
-        for cid, partitions in (("a", range(0, 5)), ("b", range(5, 11)), ("c", range(11, 15))):
+        for cid, partitions in (("a", range(5)), ("b", range(5, 11)), ("c", range(11, 15))):
             for p in partitions:
                 leases[p] = own[cid].take("t", p)
                 assert leases[p] is not None

@@ -5,8 +5,9 @@ from __future__ import annotations
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition

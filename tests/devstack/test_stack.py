@@ -12,8 +12,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from jetkafka.devstack import DevStack, default_state_dir
 from jetkafka.cli import main
+from jetkafka.devstack import DevStack, default_state_dir
+from jetkafka.errors import DevStackError
 
 # Starts servers of its own: a live ZooKeeper and broker (see tests/conftest.py).
 pytestmark = pytest.mark.cluster
@@ -29,7 +30,7 @@ def _gone(pid: int) -> bool:
 def _dev(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "jetkafka", "dev", *args],
-        capture_output=True, text=True, timeout=120, env=env,
+        capture_output=True, text=True, timeout=120, env=env, check=False,
     )
 
 
@@ -89,7 +90,7 @@ def test_asking_for_another_port_while_running_is_refused(tmp_path: Path) -> Non
     stack = DevStack(tmp_path / "state")
     try:
         info = stack.up()
-        with pytest.raises(Exception) as caught:
+        with pytest.raises(DevStackError) as caught:
             stack.up(zookeeper_port=int(info.zookeeper.rsplit(":", 1)[1]) + 1)
         assert "jetkafka dev down" in str(caught.value)
     finally:

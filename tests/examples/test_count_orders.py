@@ -52,7 +52,7 @@ def test_counts_every_order_and_exits_0_on_sigterm(cluster, zk_connect, topic_fa
     records.append((1, None, b"not an order"))
     offsets = produce(topic, records)
     ends = {p: 0 for p in range(PARTITIONS)}
-    for (partition, *_), offset in zip(records, offsets):
+    for (partition, *_), offset in zip(records, offsets, strict=True):
         ends[partition] = max(ends[partition], offset + 1)
     per_partition = Counter(partition for partition, *_ in records[:ORDERS])
 

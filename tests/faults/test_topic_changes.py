@@ -72,7 +72,7 @@ def test_deleted_topic_is_released_and_added_partitions_are_taken(
             )
             terminated = {k for name, k, _ in proc.calls_named("termination") if k[0] == doomed}
             assert terminated == {(doomed, p) for p in range(3)}
-            assert [(growing, 0), (growing, 1)] == [k for k in channel.owned_partitions()]
+            assert [(growing, 0), (growing, 1)] == list(channel.owned_partitions())
             gone_msgs = [r.getMessage() for r in caplog.records[marks:] if "no longer exists" in r.getMessage()]
             assert gone_msgs and doomed in gone_msgs[0]
 

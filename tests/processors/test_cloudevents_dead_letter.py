@@ -129,7 +129,7 @@ def test_dead_letters_to_a_kafka_topic_carry_the_error_extensions(
             if message is not None and message.error() is None:
                 break
         assert message is not None and message.error() is None, "nothing on the dead-letter topic"
-        headers = {name: value for name, value in message.headers() or []}
+        headers = dict(message.headers() or [])
         assert message.value() == b'{"n": 5}' and message.key() == b"order-5"
         assert headers["ce_id"] == f"{topic}-0-0".encode() and headers["ce_specversion"] == b"1.0"
         assert headers["ce_knativeerrorcode"] == b"503" and headers["ce_knativeerrordest"] == subscriber.url.encode()

@@ -12,9 +12,9 @@ import pytest
 
 from jetkafka.config import parse_config
 from jetkafka.errors import ProcessorError
-from jetkafka.processors.cloudevents.encoding import EncodingError, RecordEncoder, error_extensions
 from jetkafka.processors.cloudevents import HttpDispatcher
 from jetkafka.processors.cloudevents.delivery import RetryPolicy, parse_retry_after
+from jetkafka.processors.cloudevents.encoding import EncodingError, RecordEncoder, error_extensions
 from jetkafka.processors.loading import load_processor
 
 
@@ -153,7 +153,7 @@ def test_the_loader_reports_a_mistake_in_yaml_options() -> None:
 
 def test_binary_record_keeps_its_value_byte_for_byte_and_its_attributes() -> None:
     value = b'{ "total" :  12.50 }'
-    record = FakeRecord(value=value, key=b"cust-9", headers=BINARY_HEADERS + [("ce_region", b"eu west"), ("x-tenant", b"acme")])
+    record = FakeRecord(value=value, key=b"cust-9", headers=[*BINARY_HEADERS, ("ce_region", b"eu west"), ("x-tenant", b"acme")])
     event = encoder().decode(record)
     headers, body = event.to_http(encoder().mode_for(event))
     assert body == value

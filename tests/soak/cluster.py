@@ -111,14 +111,14 @@ class SoakCluster:
             try:
                 self._observer.stop()
                 self._observer.close()
-            except Exception as exc:  # clean-up: the servers go next anyway
+            except Exception as exc:  # noqa: BLE001 - clean-up: the servers go next anyway
                 log.warning("observer did not stop cleanly: %s", exc)
         for server in (self.broker, self.zookeeper):
             try:
                 if server.pid is not None:
                     os.kill(server.pid, signal.SIGCONT)  # a frozen server must run to stop
                 server.stop(timeout=30)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - clean-up: logged, the stack goes next
                 log.warning("%s did not stop cleanly: %s", server, exc)
         self.stack.down()
 

@@ -108,7 +108,7 @@ class EventLog:
 def _lines(path: str | Path) -> Iterator[tuple[int, str, list[str]]]:
     """Each line of a log with its number and fields; nothing if the log was never written."""
     try:
-        f = open(path, encoding="utf-8", errors="replace")
+        f = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115 - entered below, once a missing file is ruled out
     except FileNotFoundError:
         return
     with f:
@@ -201,4 +201,4 @@ def read_output_rows(path: str | Path) -> list[tuple[int, int, str, int, int]]:
         columns=["id", "batch_id", "topic", "partition", "offset"]
     )
     columns = [table.column(c).to_pylist() for c in ("id", "batch_id", "topic", "partition", "offset")]
-    return [(int(i), int(b), str(t), int(p), int(o)) for i, b, t, p, o in zip(*columns)]
+    return [(int(i), int(b), str(t), int(p), int(o)) for i, b, t, p, o in zip(*columns, strict=True)]

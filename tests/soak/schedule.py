@@ -78,7 +78,7 @@ class Plan:
         self._sequence.shuffle(first)
         for kind in first:
             yield Step(self._sequence.uniform(*self._gaps), kind)
-        kinds, weights = zip(*WEIGHTS.items())
+        kinds, weights = zip(*WEIGHTS.items(), strict=True)
         while True:
             yield Step(self._sequence.uniform(*self._gaps), self._sequence.choices(kinds, weights)[0])
 

@@ -44,7 +44,7 @@ class RecordingSubscriber:
         self._rate = raise_rate
         self._refused: set[tuple[str, int, int]] = set()
         self._lock = threading.Lock()
-        self._log = open(path, "a", encoding="utf-8")
+        self._log = open(path, "a", encoding="utf-8")  # noqa: SIM115 - open while the subscriber runs, closed by stop()
         self._server = HttpSubscriber()
         self._server.responder = self._answer
 

@@ -10,8 +10,9 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from jetkafka.spark.session import quiet_log4j2_file
 from jetkafka.spark.sinks import ParquetSink
@@ -46,7 +47,7 @@ def read_ids(path: str) -> list[tuple[str, int]]:
     import pyarrow.dataset as ds
 
     table = ds.dataset(path, format="parquet", partitioning="hive").to_table(columns=["id", "batch_id"])
-    return list(zip(table.column("id").to_pylist(), table.column("batch_id").to_pylist()))
+    return list(zip(table.column("id").to_pylist(), table.column("batch_id").to_pylist(), strict=True))
 
 
 def id_writer(path: str) -> Callable[..., None]:

@@ -18,7 +18,7 @@ from jetkafka.spark.arrow import (
     to_table,
 )
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def message(

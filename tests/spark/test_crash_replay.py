@@ -16,10 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 import psutil
 import pytest
+import yaml
 from kazoo.client import KazooClient
 
 from examples.pipeline.events import EVENT_SCHEMA, generate_events, records
@@ -66,7 +65,7 @@ class StandbyInstance:
         self.log_path = workdir / f"{name}.log"
         config_path = workdir / f"{name}.yaml"
         config_path.write_text(yaml.safe_dump(config))
-        self._log = open(self.log_path, "w")
+        self._log = open(self.log_path, "w")  # noqa: SIM115 - the child's log, closed by stop()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.spark.helpers", str(config_path), "--go", str(self.go)],
             cwd=str(REPO),
@@ -94,7 +93,7 @@ class StandbyInstance:
 
 def wait_for_processes_to_end(pids: list[int]) -> None:
     """The Spark JVM of a killed instance exits when its Python parent's pipe closes."""
-    procs = [p for p in (psutil.Process(pid) for pid in pids if psutil.pid_exists(pid))]
+    procs = [psutil.Process(pid) for pid in pids if psutil.pid_exists(pid)]
     _, alive = psutil.wait_procs(procs, timeout=30)
     assert not alive, f"left running: {alive}"
 

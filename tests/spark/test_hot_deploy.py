@@ -41,7 +41,7 @@ class Producer(threading.Thread):
                 self.produce(self.topic, [((self.sent + i) % PARTITIONS, None, encode(e)) for i, e in enumerate(chunk)])
                 self.sent += len(chunk)
                 self.stop.wait(0.1)
-        except BaseException as exc:  # reported by the test
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
             self.error = exc
 
 

@@ -87,7 +87,7 @@ class Feed:
         # Round robin, so each partition gets exactly its share and offsets are predictable.
         batch = [(i % PARTITIONS, e["user"].encode(), encode(e)) for i, e in enumerate(events)]
         offsets = self._produce(self.topic, batch)
-        for e, record, offset in zip(events, batch, offsets):
+        for e, record, offset in zip(events, batch, offsets, strict=True):
             self.position[e["id"]] = (record[0], offset)
 
 

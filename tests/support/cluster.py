@@ -14,9 +14,10 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -88,7 +89,7 @@ def docker_cluster(timeout: float = 120.0) -> Iterator[Cluster]:
     try:
         docker_host = DockerClient()
         docker_host.client.ping()
-    except Exception as exc:  # docker.errors.DockerException and connection errors alike
+    except Exception as exc:  # noqa: BLE001 - docker.errors.DockerException and connection errors alike
         unreachable = str(exc)
     if unreachable is not None:  # failing outside the handler keeps the report to one line
         pytest.fail(
@@ -148,7 +149,7 @@ def _wait_for_containers(zk_host: str, zk_port: int, bootstrap: str, timeout: fl
         try:
             if admin.list_topics(timeout=2).brokers:
                 return
-        except Exception:
+        except Exception:  # noqa: BLE001 - not answering yet, whatever the error: poll until the deadline
             pass
         if time.monotonic() > deadline:
             pytest.fail(f"Kafka container at {bootstrap} not answering metadata", pytrace=False)

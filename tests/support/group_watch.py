@@ -106,7 +106,7 @@ class Sampler(Generic[T]):
         while not self._stop.is_set():
             try:
                 value = self._read()
-            except Exception as exc:  # e.g. ConnectionLoss while the server is down
+            except Exception as exc:  # noqa: BLE001 - e.g. ConnectionLoss while the server is down
                 self.errors.append(f"{type(exc).__name__}: {exc}")
             else:
                 self.samples.append((time.monotonic(), value))

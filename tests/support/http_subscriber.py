@@ -85,7 +85,7 @@ class HttpSubscriber:
                 reply = subscriber._record(self.command, self.path, dict(self.headers.items()), body)
                 subscriber._answer(self, reply)
 
-            def log_message(self, format: str, *args: Any) -> None:
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
                 pass
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -25,7 +25,7 @@ class Member:
         self.config_path = workdir / f"{name}.yaml"
         self.log_path = workdir / f"{name}.log"
         self.config_path.write_text(yaml.safe_dump(config))
-        self._log = open(self.log_path, "w")
+        self._log = open(self.log_path, "w")  # noqa: SIM115 - the child's log, closed when it stops
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "jetkafka", "run", str(self.config_path), "--pythonpath", str(REPO)],
@@ -33,7 +33,7 @@ class Member:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             env=env,
-            preexec_fn=preexec_fn,
+            preexec_fn=preexec_fn,  # noqa: PLW1509 - die_with_parent() only makes two system calls in the child
         )
 
     @property

@@ -32,7 +32,7 @@ def expire_session(client: KazooClient, timeout: float = 15.0) -> None:
     while time.monotonic() < deadline:
         try:
             client.exists("/")  # provokes the server's "session expired" answer
-        except Exception:
+        except Exception:  # noqa: BLE001 - only provokes the server's answer; the outcome is read from the listener
             pass
         if lost.is_set() and client.state == KazooState.CONNECTED and client.client_id[0] != old_id:
             client.remove_listener(listener)

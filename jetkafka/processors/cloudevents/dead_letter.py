@@ -16,8 +16,8 @@ from typing import Any, Protocol
 from jetkafka.channel.dead_letter import DeadLetterSink
 from jetkafka.channel.errors import DeadLetterError
 from jetkafka.errors import JetkafkaError
-from jetkafka.processors.cloudevents.encoding import Mode, Record, RecordEvent
 from jetkafka.processors.cloudevents.delivery import HttpSender
+from jetkafka.processors.cloudevents.encoding import Mode, Record, RecordEvent
 
 
 class DeadLetterFailed(JetkafkaError):

@@ -24,12 +24,13 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import requests
 from requests.adapters import HTTPAdapter
 
+from jetkafka.backoff import Growth
 from jetkafka.backoff import backoff_ms as _backoff_ms
 
 # Knative's retried set: 404 (a subscriber not deployed yet), 408, 409, 429 and every 5xx.
@@ -79,7 +80,7 @@ def _status_codes(value: Any) -> frozenset[int]:
 @dataclass(frozen=True)
 class RetryPolicy:
     count: int = 3
-    backoff: str = "exponential"
+    backoff: Growth = "exponential"
     delay_ms: int = 500
     max_delay_ms: int = 30_000
     retry_after_max_ms: int = 60_000
@@ -126,8 +127,7 @@ class RetryPolicy:
     def backoff_ms(self, retry: int) -> int:
         """The back-off before retry number ``retry`` (1-based): the formula's value capped by
         ``max_delay_ms``, plus up to a fifth of it (:mod:`jetkafka.backoff`)."""
-        growth = "linear" if self.backoff == "linear" else "exponential"
-        return _backoff_ms(retry, self.delay_ms, self.max_delay_ms, growth)
+        return _backoff_ms(retry, self.delay_ms, self.max_delay_ms, self.backoff)
 
     def wait_ms(self, retry: int, status: int | None, retry_after: str | None, now: float | None = None) -> int:
         """The wait before retry ``retry``: the back-off, or a longer Retry-After (capped)."""
@@ -149,8 +149,8 @@ def parse_retry_after(value: str, now: float | None = None) -> int | None:
     except (TypeError, ValueError, IndexError):
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    current = datetime.now(timezone.utc).timestamp() if now is None else now
+        when = when.replace(tzinfo=UTC)
+    current = datetime.now(UTC).timestamp() if now is None else now
     return max(0, int((when.timestamp() - current) * 1000))
 
 

@@ -66,9 +66,14 @@ from jetkafka.coordination.errors import CommitUncertain
 from jetkafka.errors import PartitionLost, ProcessorError
 from jetkafka.events import Event, EventBatch, Key, PartitionSource
 from jetkafka.processors.base import BatchEventProcessor, BatchResponse
-from jetkafka.processors.cloudevents.dead_letter import DeadLetterFailed, DeadLetterTarget, TopicDeadLetter, UrlDeadLetter
-from jetkafka.processors.cloudevents.encoding import CONTENT_MODES, EncodingError, RecordEncoder, error_extensions
+from jetkafka.processors.cloudevents.dead_letter import (
+    DeadLetterFailed,
+    DeadLetterTarget,
+    TopicDeadLetter,
+    UrlDeadLetter,
+)
 from jetkafka.processors.cloudevents.delivery import HttpSender, RetryPolicy, invalid, whole
+from jetkafka.processors.cloudevents.encoding import CONTENT_MODES, EncodingError, RecordEncoder, error_extensions
 from jetkafka.processors.cloudevents.metrics import DispatchMetrics
 
 if TYPE_CHECKING:
@@ -101,10 +106,9 @@ class _Pending:
 
 
 def _check_url(path: str, url: Any) -> str:
-    parts = urlsplit(url) if isinstance(url, str) else None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+    if not isinstance(url, str) or (parts := urlsplit(url)).scheme not in ("http", "https") or not parts.netloc:
         raise invalid(path, f"{url!r} is not an http:// or https:// URL", f"write {path}: http://host:port/path")
-    return url  # type: ignore[no-any-return]
+    return url
 
 
 def _resume_at(
@@ -126,7 +130,7 @@ def _resume_at(
             source.commit(offset)
         except PartitionLost:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - an early commit only: the channel commits the offset anyway
             log.warning("%s[%d] offset %d: commit postponed to the channel (%s: %s)",
                         source.topic, source.partition, offset, type(exc).__name__, exc)
     response = BatchResponse.advance()

@@ -24,12 +24,12 @@ from __future__ import annotations
 import base64
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
-from cloudevents.core.base import BaseCloudEvent
+from cloudevents.core.base import BaseCloudEvent, EventFactory
 from cloudevents.core.bindings import http as ce_http
 from cloudevents.core.bindings import kafka as ce_kafka
 from cloudevents.core.bindings.common import get_event_factory_for_version
@@ -72,7 +72,7 @@ class Record(Protocol):
     @property
     def timestamp(self) -> int | None: ...
     @property
-    def headers(self) -> list[tuple[str, bytes]]: ...
+    def headers(self) -> Sequence[tuple[str, bytes | None]]: ...
 
 
 @dataclass(frozen=True)
@@ -125,8 +125,10 @@ class RecordEncoder:
         self.content_mode = content_mode
 
     def mode_for(self, record_event: RecordEvent) -> Mode:
-        if self.content_mode == "binary" or self.content_mode == "structured":
-            return self.content_mode  # type: ignore[return-value]
+        if self.content_mode == "binary":
+            return "binary"
+        if self.content_mode == "structured":
+            return "structured"
         return "structured" if record_event.received == "structured" else "binary"
 
     def decode(self, record: Record) -> RecordEvent:
@@ -181,7 +183,7 @@ class RecordEncoder:
         return RecordEvent(event.get_attributes(), None, event.get_data(), "structured", forward)
 
 
-def _parse(read: Any, record: Record) -> BaseCloudEvent:
+def _parse(read: Callable[[EventFactory], BaseCloudEvent], record: Record) -> BaseCloudEvent:
     def factory(attributes: dict[str, Any], data: Any) -> BaseCloudEvent:
         # The SDK would invent a random id for a missing one: refuse instead, so every attempt
         # of a record carries the same id.
@@ -192,16 +194,16 @@ def _parse(read: Any, record: Record) -> BaseCloudEvent:
         return get_event_factory_for_version(str(attributes["specversion"]))(attributes, data)
 
     try:
-        return read(factory)  # type: ignore[no-any-return]
+        return read(factory)
     except EncodingError:
         raise
-    except Exception as exc:  # noqa: BLE001 - the SDK raises many kinds for bad input
+    except Exception as exc:  # the SDK raises many kinds for bad input
         raise EncodingError(f"{type(exc).__name__}: {exc}") from exc
 
 
 def _add_time(attributes: dict[str, Any], record: Record) -> None:
     if "time" not in attributes and record.timestamp is not None:
-        attributes["time"] = datetime.fromtimestamp(record.timestamp / 1000, tz=timezone.utc)
+        attributes["time"] = datetime.fromtimestamp(record.timestamp / 1000, tz=UTC)
 
 
 def _text(value: bytes | None) -> str | None:
