@@ -30,9 +30,11 @@ from jetkafka.channel.controls import ChannelControls
 from jetkafka.channel.dead_letter import DeadLetterSink
 from jetkafka.channel.failures import FailurePolicy
 from jetkafka.channel.fetcher import ConsumerWrapper, Fetcher
-from jetkafka.channel.holdings import PartitionHoldings
-from jetkafka.channel.hot_deploy import ConfigWatcher, HotDeploy
-from jetkafka.channel.partition import PartitionSnapshot, PartitionState
+from jetkafka.channel.hot_deploy import Change, HotDeploy
+from jetkafka.channel.leases import PartitionLeases
+from jetkafka.channel.moves import Move
+from jetkafka.channel.partition import PartitionSnapshot
+from jetkafka.channel.partition_table import PartitionTable
 from jetkafka.channel.stats import ChannelStats
 from jetkafka.channel.work_queue import PartitionQueue
 from jetkafka.channel.worker import BatchRunner
@@ -54,7 +56,7 @@ log = logging.getLogger("jetkafka.channel")
 _KEPT_TURNS = 64
 
 
-class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
+class InboundChannel:
     """A consumer of ``channel.topics`` in group ``channel.group``.
 
     Build it from a file (:meth:`from_yaml`), a dict (:meth:`from_dict`) or a
@@ -63,6 +65,14 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
     leaves it gracefully. ``wrap_consumer(consumer, role)`` may stand between the channel's
     fetcher and each librdkafka consumer it makes (``role`` "fetch" or "metadata"; recovery's
     reader keeps its own), e.g. to instrument it; it must forward every call it does not handle.
+
+    The channel is a facade over objects that each own their state: the
+    :class:`PartitionTable` (the leased partitions and the pauses), :class:`PartitionLeases`
+    (leases taken, asked back and lost: the membership's ``PartitionHolder``),
+    :class:`ChannelControls` (pause, resume, reposition) and :class:`HotDeploy` (the watched
+    file, reconfiguration). What one start builds (fetcher, work queue, membership, commit
+    pipeline, runner, workers) lives here and is replaced by the next start; the methods of
+    the channel itself run on the caller's thread, except ``_paused_from_zookeeper`` (kazoo's).
     """
 
     def __init__(
@@ -96,8 +106,10 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
         self._given_controller = controller
         self._wrap_consumer = wrap_consumer
         self._controller: KafkaController | None = None
-        self._states: dict[Key, PartitionState] = {}
-        self._states_cond = threading.Condition()
+        self._table = PartitionTable()
+        self._controls = ChannelControls(self, self._table)
+        self._leases = PartitionLeases(self, self._table, self._controls)
+        self._hot_deploy = HotDeploy(self)
         self._queue: PartitionQueue | None = None
         self._fetcher: Fetcher | None = None
         self._membership: GroupMembership | None = None
@@ -105,18 +117,13 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
         self._pipeline: CommitPipeline | None = None
         self._workers: list[threading.Thread] = []
         self._workers_stop = threading.Event()
-        self._suspended = False
         self._lease_lapsed = False  # logged once per lapse of the local lease
         self._running = False
-        self._paused_all = False
         # What the pause markers in ZooKeeper last asked for (a pause through the API is not
         # theirs to undo): the next start's watch compares the markers with it.
         self._marker_paused = False
-        self._paused: set[Key] = set()
         self._pause_watch: PauseWatch | None = None
         self._pythonpath = tuple(pythonpath)
-        self._watcher: ConfigWatcher | None = None
-        self._reconfiguring = threading.Lock()
         self._responder: Any = None  # jetkafka.ops.responder.CommandResponder while running
         self._metrics: Any = None  # jetkafka.ops.metrics_endpoint.MetricsHandle while running
         self._recovery_processor = recovery_processor  # see jetkafka.recovery.service.choose_processor
@@ -155,13 +162,13 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
             self._fetcher = Fetcher(
                 self.config.kafka,
                 cfg.group,
-                self._state,
+                self._table.get,
                 self._queue.offer,
                 self._budget,
                 wrap_consumer=self._wrap_consumer,
             )
             self._membership = GroupMembership(
-                self._controller, cfg, self, self.consumer_id, on_rebalance=self.stats.rebalanced
+                self._controller, cfg, self._leases, self.consumer_id, on_rebalance=self.stats.rebalanced
             )
             self._pipeline = (
                 CommitPipeline(
@@ -180,7 +187,7 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
                 self._membership,
                 self._fetcher,
                 self.stats,
-                self._remove,
+                self._leases.remove,
                 self._may_act,
                 FailurePolicy(cfg, self.stats, self._dead_letter_sink()),
                 self._pipeline,
@@ -234,10 +241,8 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
         batch finish, calls ``on_stream_termination`` per partition and applies its response,
         then deletes each owner node as soon as that partition is done.
         """
-        if self._watcher is not None:
-            self._watcher.stop()
-            self._watcher = None
-        with self._reconfiguring:
+        self._hot_deploy.stop_watching()
+        with self._hot_deploy.reconfiguring:
             return self._leave(timeout)
 
     def _leave(self, timeout: float | None) -> bool:
@@ -247,12 +252,8 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
         timeout = self.config.channel.shutdown_timeout_s if timeout is None else timeout
         assert self._membership is not None
         self._membership.leave_group()
-        self.release_requested(self._membership.release_all(), "shutdown")
-        deadline = time.monotonic() + timeout
-        with self._states_cond:
-            while self._states and time.monotonic() < deadline:
-                self._states_cond.wait(min(0.5, max(0.0, deadline - time.monotonic())))
-            stuck = sorted(self._states)
+        self._leases.release_requested(self._membership.release_all(), "shutdown")
+        stuck = self._table.wait_empty(time.monotonic() + timeout)
         if stuck:
             log.error(
                 "shutdown timed out after %.1f s with %s still in hand; their uncommitted batches will be "
@@ -319,28 +320,93 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
 
+    # -- operator controls (see jetkafka.channel.controls) ----------------------------------
+
+    def pause(self, topic: str | None = None, partition: int | None = None) -> None:
+        """Stop fetching and processing (all partitions, a topic, or one partition).
+
+        Partitions stay owned and the session stays open; the batch in hand finishes.
+        Partitions taken while paused start paused.
+        """
+        self._controls.pause(topic, partition)
+
+    def resume(self, topic: str | None = None, partition: int | None = None) -> None:
+        """Undo :meth:`pause`; processing continues at the exact offset it stopped at."""
+        self._controls.resume(topic, partition)
+
+    @property
+    def paused(self) -> bool:
+        """Whether the whole channel is paused (by :meth:`pause` or `jetkafka pause`)."""
+        return self._table.paused_all
+
+    def reposition(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        extra: Any = None,
+        timeout: float = 30.0,
+        reason: str = "reset",
+    ) -> int | None:
+        """Move an owned partition to ``offset`` and return the offset committed before.
+
+        The move is carried out by the partition's next turn (see :mod:`jetkafka.channel.moves`):
+        after the batch in hand, ahead of a release, also while paused or halted. It commits
+        ``offset`` fenced (with ``extra`` operations in the same transaction), drops what was
+        buffered, calls the processor's ``on_reposition`` and fetches on from ``offset``; a
+        paused partition stays paused there.
+
+        Raises :class:`CommitFenced` if the partition is not (or no longer) owned here, and
+        :class:`TimeoutError` if its turn does not come within ``timeout`` (the batch in hand
+        runs longer); then nothing was moved.
+        """
+        return self._controls.reposition(topic, partition, offset, extra, timeout, reason)
+
+    def file_move(self, topic: str, partition: int, offset: int, extra: Any = None, reason: str = "reset") -> Move:
+        """File a reposition on an owned partition and return at once; the partition's next
+        turn carries it out (see :meth:`reposition`). Wait for it with ``move.wait(timeout)``,
+        then ``move.outcome()`` (the offset committed before, or the error it failed with).
+
+        Raises :class:`CommitFenced` if the partition is not (or no longer) owned here.
+        """
+        return self._controls.file_move(topic, partition, offset, extra, reason)
+
+    def _is_paused(self, key: Key) -> bool:
+        return self._table.is_paused(key)
+
+    # -- hot deploy (see jetkafka.channel.hot_deploy) ----------------------------------------
+
+    def watch(self, path: str | os.PathLike[str] | None = None) -> None:
+        """Apply every valid change of the YAML file (default: the one loaded) while running."""
+        self._hot_deploy.watch(path)
+
+    def reconfigure(self, new: JetkafkaConfig) -> Change:
+        """Move the running channel onto ``new``: in place, or by releasing and resubscribing.
+
+        A configuration that cannot run (a missing topic, a processor that cannot be built,
+        a start that fails) is rejected with one logged error; the channel keeps running on the
+        configuration it had.
+        """
+        return self._hot_deploy.reconfigure(new)
+
     # -- introspection ---------------------------------------------------------------------
 
     def owned_partitions(self) -> list[Key]:
-        """The partitions this channel holds now, sorted."""
-        with self._states_cond:
-            return sorted(self._states)
+        """The partitions this channel holds a lease on now, sorted."""
+        return self._table.keys()
 
     def positions(self) -> dict[Key, int]:
-        """Next offset to process of each held partition."""
-        with self._states_cond:
-            return {k: s.position for k, s in self._states.items()}
+        """Next offset to process of each leased partition."""
+        return {s.key: s.position for s in self._table.states()}
 
     def partitions(self) -> list[PartitionSnapshot]:
-        """Each held partition now, sorted: position, last commit that landed, buffer, pause."""
-        with self._states_cond:
-            states = [s for _, s in sorted(self._states.items())]
-        return [s.snapshot() for s in states if s.lost_reason is None and not s.removed]
+        """Each leased partition now, sorted: position, last commit that landed, buffer, pause."""
+        return [s.snapshot() for s in self._table.states() if s.lost_reason is None and not s.removed]
 
     def _may_act(self) -> bool:
         """Whether workers may start work: ZooKeeper connected and the local lease running
         (:class:`~jetkafka.coordination.session_lease.SessionLease`)."""
-        if self._suspended:
+        if self._leases.suspended:
             return False
         controller = self._controller
         if controller is None:
@@ -371,7 +437,7 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
             self._fetcher.mirror_commit(key, offset)
 
     def _lease(self, topic: str, partition: int) -> Lease | None:
-        state = self._states.get((topic, partition))
+        state = self._table.get((topic, partition))
         return None if state is None or state.lost_reason else state.lease
 
     def _commit_many(
@@ -386,19 +452,19 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
         self._committed_outside_turns(commits)
 
     def _refused(self, commits: Mapping[Key, tuple[Lease, int]], exc: CommitFenced) -> None:
-        """A commit outside the partitions' turns was refused: count it, and lose the hold."""
+        """A commit outside the partitions' turns was refused: count it, and lose the lease."""
         key = (exc.topic, exc.partition)
         self.stats.commit_refused(key, exc.cause)
-        state = self._states.get(key)
+        state = self._table.get(key)
         refused = commits.get(key)
-        # Only the hold that was refused is lost; a newer hold of the partition stays.
+        # Only the lease that was refused is lost; a newer lease of the partition stays.
         if state is not None and refused is not None and state.lease is refused[0]:
-            self.partitions_lost([key], exc.reason)
+            self._leases.partitions_lost([key], exc.reason)
 
     def _committed_outside_turns(self, commits: dict[Key, tuple[Lease, int]]) -> None:
         """After a processor's own multi-partition commit: it is now the newest commit."""
         for key, (lease, offset) in commits.items():
-            state = self._states.get(key)
+            state = self._table.get(key)
             if state is not None and state.lease is lease:
                 state.advanced = None  # revert() goes back to this commit, not an older advance
             self._committed(key, offset)

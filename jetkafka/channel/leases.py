@@ -1,8 +1,12 @@
-"""The channel's side of group membership: partitions taken, released and lost.
+"""The channel's side of group membership: partition leases taken, asked back and lost.
 
-:class:`GroupMembership` calls these methods (its ``PartitionHolder``) from the controller
-thread; they only set state and queue the partition, and the worker holding its turn does the
-rest, so a partition's events and its hand-over never run in two threads at once.
+:class:`PartitionLeases` is the channel's ``PartitionHolder``: :class:`GroupMembership` calls
+it from the controller thread. It only sets state and queues the partition, and the worker
+holding its turn does the rest, so a partition's events and its hand-over never run in two
+threads at once. A new lease's state enters the :class:`PartitionTable` here (controller
+thread) and leaves it through :meth:`PartitionLeases.remove` (the worker holding its turn).
+It owns one flag, ``suspended`` (commits suspended while ZooKeeper is out of reach), written
+by the controller thread and read by the workers.
 
 Guarantees:
 
@@ -18,50 +22,37 @@ Guarantees:
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from jetkafka.channel.partition import PartitionState
 from jetkafka.channel.start_offsets import commit_start_offsets
 from jetkafka.events import Key
 
 if TYPE_CHECKING:
-    from jetkafka.channel.budget import BufferBudget
-    from jetkafka.channel.fetcher import Fetcher
-    from jetkafka.channel.stats import ChannelStats
-    from jetkafka.channel.work_queue import PartitionQueue
-    from jetkafka.config import JetkafkaConfig
-    from jetkafka.coordination.membership import GroupMembership
+    from jetkafka.channel.controls import ChannelControls
+    from jetkafka.channel.inbound import InboundChannel
+    from jetkafka.channel.partition_table import PartitionTable
     from jetkafka.coordination.ownership import Lease
 
 log = logging.getLogger("jetkafka.channel")
 
 
-class PartitionHoldings:
-    """Mixed into :class:`InboundChannel`; uses its partition states, fetcher and queue."""
+class PartitionLeases:
+    """The leases of ``channel``'s partitions as they come and go, over its partition ``table``;
+    uses the fetcher, work queue, membership, recovery and reset responder of the channel's
+    current start, and ``controls`` to start a partition paused."""
 
-    config: JetkafkaConfig
-    stats: ChannelStats
-    _states: dict[Key, PartitionState]
-    _states_cond: threading.Condition
-    _budget: BufferBudget
-    _fetcher: Fetcher | None
-    _queue: PartitionQueue | None
-    _membership: GroupMembership | None
-    _recovery: Any  # jetkafka.recovery.RecoveryService while running with recovery on
-    _responder: Any  # jetkafka.ops.responder.CommandResponder while running
-    _suspended: bool
-    _committed: Callable[[Key, int], None]
-    _is_paused: Callable[[Key], bool]
-    _set_paused: Callable[[PartitionState, bool], None]
-
-    def _state(self, key: Key) -> PartitionState | None:
-        return self._states.get(key)
+    def __init__(self, channel: InboundChannel, table: PartitionTable, controls: ChannelControls) -> None:
+        self._channel = channel
+        self._table = table
+        self._controls = controls
+        self.suspended = False
 
     def partition_counts(self, topics: tuple[str, ...], missing_ok: bool = False) -> Mapping[str, int]:
-        assert self._fetcher is not None
-        return self._fetcher.partition_counts(topics, missing_ok=missing_ok)
+        fetcher = self._channel._fetcher
+        assert fetcher is not None
+        return fetcher.partition_counts(topics, missing_ok=missing_ok)
 
     def partitions_taken(self, leases: list[Lease]) -> None:
         """Start working on the partitions a rebalance took (on the controller thread).
@@ -73,14 +64,15 @@ class PartitionHoldings:
         slow or unreachable, a partition without a leader yet) or committed, or whose recovery
         check fails. One ERROR per failure names the partitions, the cause and what follows.
         """
-        assert self._fetcher is not None and self._queue is not None and self._membership is not None
-        membership = self._membership
-        cfg = self.config.channel
+        channel = self._channel
+        fetcher, queue, membership = channel._fetcher, channel._queue, channel._membership
+        assert fetcher is not None and queue is not None and membership is not None
+        cfg = channel.config.channel
         # Already given up again (the channel is leaving the group): skip.
         leases = [lease for lease in leases if membership.lease(lease.key) is lease]
         fresh = [lease for lease in leases if lease.committed is None]
         try:
-            starts = commit_start_offsets(fresh, self._fetcher, membership.offsets, cfg.auto_offset_reset, self._committed)
+            starts = commit_start_offsets(fresh, fetcher, membership.offsets, cfg.auto_offset_reset, channel._committed)
         except Exception as exc:  # the look-up of the log ends failed: nothing was committed
             if fresh:
                 log.error(
@@ -99,7 +91,7 @@ class PartitionHoldings:
             elif offset is None:  # its start offset was not committed (logged)
                 membership.finish_release(lease.key, lease)
                 continue
-            elif (recovery := self._recovery) is not None:  # a backlog over recovery.max_partition_lag
+            elif (recovery := channel._recovery) is not None:  # a backlog over recovery.max_partition_lag
                 try:
                     offset = recovery.start_offset(lease)
                 except Exception as exc:
@@ -116,18 +108,11 @@ class PartitionHoldings:
                 if offset is None:  # the take-over commit failed (logged): give the partition up
                     membership.finish_release(lease.key, lease)
                     continue
-            state = PartitionState(lease, offset, cfg.buffer_max_events, cfg.buffer_max_bytes, self._budget)
+            state = PartitionState(lease, offset, cfg.buffer_max_events, cfg.buffer_max_bytes, channel._budget)
             # Until the fetcher applies the assign below, it may still deliver from an earlier
             # assignment of this partition (lost and taken again), past ``offset``: drop that.
             state.seek_pending = True
-            with self._states_cond:
-                old = self._states.get(lease.key)
-                self._states[lease.key] = state
-                self._budget.set_partitions(len(self._states))
-                # Decided with the state in the table, under its lock: a pause() or resume()
-                # from another thread either sees the state or comes before the decision.
-                if self._is_paused(lease.key):
-                    self._set_paused(state, True)
+            old = self._table.adopt(state, channel._budget, lambda s: self._controls.set_paused(s, True))
             membership.adopted(lease)
             if old is not None:  # lost and taken again before a worker handled the loss
                 old.lost_reason = old.lost_reason or "taken again"
@@ -135,45 +120,44 @@ class PartitionHoldings:
             queued.append(state)
         # One command for all: the first fetch then asks for every partition taken.
         if positions:
-            self._fetcher.assign(positions)
-        if self._responder is not None:
+            fetcher.assign(positions)
+        if (responder := channel._responder) is not None:
             # Resets issued while the partition had another owner: filed before its first turn.
-            self._responder.partitions_taken([state.key for state in queued])
+            responder.partitions_taken([state.key for state in queued])
         for state in queued:
-            self._queue.offer(state)
+            queue.offer(state)
 
     def release_requested(self, keys: list[Key], reason: str) -> None:
-        assert self._queue is not None and self._membership is not None
+        queue, membership = self._channel._queue, self._channel._membership
+        assert queue is not None and membership is not None
         for key in keys:
-            state = self._states.get(key)
+            state = self._table.get(key)
             if state is None:
-                self._membership.finish_release(key)
+                membership.finish_release(key)
                 continue
             state.release_reason = reason
-            self._queue.offer(state)
+            queue.offer(state)
 
     def partitions_lost(self, keys: list[Key], reason: str) -> None:
-        assert self._queue is not None
+        queue = self._channel._queue
+        assert queue is not None
         for key in keys:
-            state = self._states.get(key)
+            state = self._table.get(key)
             if state is not None:
                 state.lost_reason = reason
-                self._queue.offer(state)
+                queue.offer(state)
 
     def commits_suspended(self, suspended: bool) -> None:
-        self._suspended = suspended
+        self.suspended = suspended
 
-    def _remove(self, state: PartitionState) -> None:
-        assert self._fetcher is not None
-        if (recovery := self._recovery) is not None:  # its recovery batch in hand is stored first
+    def remove(self, state: PartitionState) -> None:
+        """The lease is over (released or lost): by the worker holding the partition's turn."""
+        channel = self._channel
+        fetcher = channel._fetcher
+        assert fetcher is not None
+        if (recovery := channel._recovery) is not None:  # its recovery batch in hand is stored first
             recovery.partition_removed(state.lease)
         state.remove()
-        with self._states_cond:
-            current = self._states.get(state.key) is state
-            if current:
-                del self._states[state.key]
-                self._budget.set_partitions(len(self._states))
-            self._states_cond.notify_all()
-        if current:  # else the partition was taken again already and is being fetched anew
-            self._fetcher.unassign(state.key)
-            self.stats.forget(state.key)
+        if self._table.drop(state, channel._budget):  # else taken again already, being fetched anew
+            fetcher.unassign(state.key)
+            channel.stats.forget(state.key)
