@@ -37,24 +37,19 @@ from jetkafka.channel.partition import PartitionSnapshot
 from jetkafka.channel.partition_table import PartitionTable
 from jetkafka.channel.stats import ChannelStats
 from jetkafka.channel.work_queue import PartitionQueue
-from jetkafka.channel.worker import BatchRunner
+from jetkafka.channel.worker import BatchRunner, work_partitions
 from jetkafka.config import JetkafkaConfig, load_config, parse_config
 from jetkafka.coordination.control import PauseWatch
 from jetkafka.coordination.controller import KafkaController
 from jetkafka.coordination.membership import GroupMembership
 from jetkafka.coordination.ownership import Lease
 from jetkafka.coordination.registry import new_consumer_id
-from jetkafka.errors import CommitFenced, ConfigError, JetkafkaError
+from jetkafka.errors import ConfigError, JetkafkaError
 from jetkafka.events import Key
 from jetkafka.processors.base import BatchEventProcessor
 from jetkafka.processors.loading import load_processor
 
 log = logging.getLogger("jetkafka.channel")
-
-# Turns a worker runs in a row on one partition before it gives it back all the same, so no
-# worker stays on one partition without passing through the queue.
-_KEPT_TURNS = 64
-
 
 class InboundChannel:
     """A consumer of ``channel.topics`` in group ``channel.group``.
@@ -117,7 +112,6 @@ class InboundChannel:
         self._pipeline: CommitPipeline | None = None
         self._workers: list[threading.Thread] = []
         self._workers_stop = threading.Event()
-        self._lease_lapsed = False  # logged once per lapse of the local lease
         self._running = False
         # What the pause markers in ZooKeeper last asked for (a pause through the API is not
         # theirs to undo): the next start's watch compares the markers with it.
@@ -196,7 +190,12 @@ class InboundChannel:
             self._fetcher.start()
             self._workers_stop.clear()
             self._workers = [
-                threading.Thread(target=self._work, name=f"jetkafka-worker-{i}", daemon=True)
+                threading.Thread(
+                    target=work_partitions,
+                    args=(self._queue, self._runner, self._workers_stop),
+                    name=f"jetkafka-worker-{i}",
+                    daemon=True,
+                )
                 for i in range(cfg.threads)
             ]
             for t in self._workers:
@@ -402,34 +401,8 @@ class InboundChannel:
     def partitions(self) -> list[PartitionSnapshot]:
         """Each leased partition now, sorted: position, last commit that landed, buffer, pause."""
         return [s.snapshot() for s in self._table.states() if s.lost_reason is None and not s.removed]
-
     def _may_act(self) -> bool:
-        """Whether workers may start work: ZooKeeper connected and the local lease running
-        (:class:`~jetkafka.coordination.session_lease.SessionLease`)."""
-        if self._leases.suspended:
-            return False
-        controller = self._controller
-        if controller is None:
-            return False
-        if controller.lease.valid():
-            if self._lease_lapsed:
-                self._lease_lapsed = False
-                log.info("ZooKeeper answered again: the local lease runs; starting batches again")
-            return True
-        if not self._lease_lapsed:
-            self._lease_lapsed = True
-            lease = controller.lease
-            if lease.voided:
-                log.warning("ZooKeeper session lost: starting no batch until a new session is established")
-            else:
-                log.warning(
-                    "no answer from ZooKeeper for %.1f s (session timeout %.1f s less lease_margin_s %.1f s): "
-                    "the session may have expired unnoticed; starting no batch until ZooKeeper answers",
-                    lease.since_contact(),
-                    lease.timeout_s,
-                    lease.margin_s,
-                )
-        return False
+        return self._leases.may_act()
 
     def _committed(self, key: Key, offset: int) -> None:
         self.stats.committed(key, offset)
@@ -439,59 +412,10 @@ class InboundChannel:
     def _lease(self, topic: str, partition: int) -> Lease | None:
         state = self._table.get((topic, partition))
         return None if state is None or state.lost_reason else state.lease
-
     def _commit_many(
         self, commits: dict[Key, tuple[Lease, int]], extra: Any, expected: Mapping[Key, int | None] | None = None
     ) -> None:
-        assert self._membership is not None
-        try:
-            self._membership.offsets.commit_many(commits, extra, expected)
-        except CommitFenced as exc:
-            self._refused(commits, exc)
-            raise
-        self._committed_outside_turns(commits)
-
-    def _refused(self, commits: Mapping[Key, tuple[Lease, int]], exc: CommitFenced) -> None:
-        """A commit outside the partitions' turns was refused: count it, and lose the lease."""
-        key = (exc.topic, exc.partition)
-        self.stats.commit_refused(key, exc.cause)
-        state = self._table.get(key)
-        refused = commits.get(key)
-        # Only the lease that was refused is lost; a newer lease of the partition stays.
-        if state is not None and refused is not None and state.lease is refused[0]:
-            self._leases.partitions_lost([key], exc.reason)
-
-    def _committed_outside_turns(self, commits: dict[Key, tuple[Lease, int]]) -> None:
-        """After a processor's own multi-partition commit: it is now the newest commit."""
-        for key, (lease, offset) in commits.items():
-            state = self._table.get(key)
-            if state is not None and state.lease is lease:
-                state.advanced = None  # revert() goes back to this commit, not an older advance
-            self._committed(key, offset)
-
-    # -- the workers -----------------------------------------------------------------------
-
-    def _work(self) -> None:
-        assert self._queue is not None and self._runner is not None
-        queue, runner = self._queue, self._runner
-        while not self._workers_stop.is_set():
-            state = queue.take(timeout=0.5)
-            if state is None:
-                if queue.closed:  # a worker of an earlier start, outlasting its teardown
-                    return
-                continue
-            try:
-                runner.run_turn(state)
-                for _ in range(_KEPT_TURNS):
-                    if self._workers_stop.is_set() or not queue.keep(state):
-                        break
-                    runner.run_turn(state)
-            except Exception:
-                # Kafka or ZooKeeper calls inside a turn can fail; the partition is retried.
-                log.exception("%s[%d]: turn failed at offset %d; retrying in 1 s", *state.key, state.position)
-                state.not_before = time.monotonic() + 1.0
-            finally:
-                queue.give_back(state)
+        self._leases.commit_outside_turns(commits, extra, expected)
 
 
 __all__ = ["InboundChannel", "JetkafkaError"]

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from jetkafka.channel.partition import PartitionState
 from jetkafka.channel.start_offsets import commit_start_offsets
+from jetkafka.errors import CommitFenced
 from jetkafka.events import Key
 
 if TYPE_CHECKING:
@@ -48,6 +49,7 @@ class PartitionLeases:
         self._table = table
         self._controls = controls
         self.suspended = False
+        self._lease_lapsed = False  # logged once per lapse of the local (session) lease
 
     def partition_counts(self, topics: tuple[str, ...], missing_ok: bool = False) -> Mapping[str, int]:
         fetcher = self._channel._fetcher
@@ -161,3 +163,64 @@ class PartitionLeases:
         if self._table.drop(state, channel._budget):  # else taken again already, being fetched anew
             fetcher.unassign(state.key)
             channel.stats.forget(state.key)
+
+    def may_act(self) -> bool:
+        """Whether workers may start work: commits not suspended, and the session's local lease
+        running (:class:`~jetkafka.coordination.session_lease.SessionLease`, which bounds every
+        partition's lease). Called by the workers and the recovery thread."""
+        if self.suspended:
+            return False
+        controller = self._channel._controller
+        if controller is None:
+            return False
+        if controller.lease.valid():
+            if self._lease_lapsed:
+                self._lease_lapsed = False
+                log.info("ZooKeeper answered again: the local lease runs; starting batches again")
+            return True
+        if not self._lease_lapsed:
+            self._lease_lapsed = True
+            lease = controller.lease
+            if lease.voided:
+                log.warning("ZooKeeper session lost: starting no batch until a new session is established")
+            else:
+                log.warning(
+                    "no answer from ZooKeeper for %.1f s (session timeout %.1f s less lease_margin_s %.1f s): "
+                    "the session may have expired unnoticed; starting no batch until ZooKeeper answers",
+                    lease.since_contact(),
+                    lease.timeout_s,
+                    lease.margin_s,
+                )
+        return False
+
+    def commit_outside_turns(
+        self, commits: dict[Key, tuple[Lease, int]], extra: Any, expected: Mapping[Key, int | None] | None = None
+    ) -> None:
+        """A processor's own commit of several partitions (:meth:`ChannelContext.commit`, on
+        the processor's thread): one fenced transaction; a refusal loses the refused lease."""
+        membership = self._channel._membership
+        assert membership is not None
+        try:
+            membership.offsets.commit_many(commits, extra, expected)
+        except CommitFenced as exc:
+            self._refused(commits, exc)
+            raise
+        self._committed_outside_turns(commits)
+
+    def _refused(self, commits: Mapping[Key, tuple[Lease, int]], exc: CommitFenced) -> None:
+        """A commit outside the partitions' turns was refused: count it, and lose the lease."""
+        key = (exc.topic, exc.partition)
+        self._channel.stats.commit_refused(key, exc.cause)
+        state = self._table.get(key)
+        refused = commits.get(key)
+        # Only the lease that was refused is lost; a newer lease of the partition stays.
+        if state is not None and refused is not None and state.lease is refused[0]:
+            self.partitions_lost([key], exc.reason)
+
+    def _committed_outside_turns(self, commits: dict[Key, tuple[Lease, int]]) -> None:
+        """After a processor's own multi-partition commit: it is now the newest commit."""
+        for key, (lease, offset) in commits.items():
+            state = self._table.get(key)
+            if state is not None and state.lease is lease:
+                state.advanced = None  # revert() goes back to this commit, not an older advance
+            self._channel._committed(key, offset)
