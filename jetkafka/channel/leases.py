@@ -113,7 +113,7 @@ class PartitionLeases:
             state = PartitionState(lease, offset, cfg.buffer_max_events, cfg.buffer_max_bytes, channel._budget)
             # Until the fetcher applies the assign below, it may still deliver from an earlier
             # assignment of this partition (lost and taken again), past ``offset``: drop that.
-            state.seek_pending = True
+            state.buffer.await_seek()
             old = self._table.adopt(state, channel._budget, lambda s: self._controls.set_paused(s, True))
             membership.adopted(lease)
             if old is not None:  # lost and taken again before a worker handled the loss

@@ -160,7 +160,7 @@ class ResponseHandler:
 
     def out_of_range(self, state: PartitionState) -> None:
         low, high = self.fetcher.watermarks(state.topic, state.partition)
-        offset = state.fetch_next
+        offset = state.buffer.fetch_next
         error = OffsetOutOfRange(state.topic, state.partition, offset, low, high)
         self.stats.error(state.key, "offset_out_of_range")
         source = self.source(state, state.position, state.position)

@@ -64,7 +64,7 @@ class PartitionQueue:
         wait_until = max(state.not_before, state.stalled_until)
         if now < wait_until:
             return wait_until
-        if state.has_buffered() or state.commit_pending is not None or state.out_of_range:
+        if state.has_buffered() or state.commit_pending is not None or state.buffer.out_of_range:
             return 0.0
         if self._idle_s > 0 and not state.idle_fired:
             at = state.last_activity + self._idle_s

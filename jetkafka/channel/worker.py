@@ -118,7 +118,7 @@ class BatchRunner:
             self._release(state)  # paused or not: a release must never wait for a resume
         elif state.paused:
             pass  # queued before it was paused; resume() queues it again
-        elif state.out_of_range:
+        elif state.buffer.out_of_range:
             self.responses.out_of_range(state)
         elif state.commit_pending is not None and not self.responses.commit(state, state.commit_pending):
             pass
@@ -130,7 +130,7 @@ class BatchRunner:
     def _batch(self, state: PartitionState) -> None:
         batch = self.failures.next_batch(state)
         if batch is None:
-            batch, resume = state.take_batch(self.config.batch_max_events, self.config.batch_max_bytes)
+            batch, resume = state.buffer.take_batch(self.config.batch_max_events, self.config.batch_max_bytes)
             if resume:
                 self.fetcher.resume(state.key)
             if not batch:

@@ -15,7 +15,7 @@ from jetkafka.channel.work_queue import PartitionQueue
 def with_backlog(partition: int, budget: BufferBudget) -> PartitionState:
     lease = SimpleNamespace(topic="t", partition=partition, key=("t", partition), committed=None)
     state = PartitionState(lease, 0, 1000, 1 << 20, budget)  # type: ignore[arg-type]
-    state.append([Message(topic="t", partition=partition, offset=o, value=b"v") for o in range(100)])
+    state.buffer.append([Message(topic="t", partition=partition, offset=o, value=b"v") for o in range(100)])
     return state
 
 
@@ -53,9 +53,9 @@ def test_a_partition_without_work_or_a_closed_queue_is_given_back() -> None:
     a = with_backlog(0, budget)
     queue.offer(a)
     assert queue.take(timeout=1) is a
-    a.take_batch(1000, 1 << 20)
+    a.buffer.take_batch(1000, 1 << 20)
     assert not queue.keep(a)  # nothing buffered
-    a.append([Message(topic="t", partition=0, offset=100, value=b"v")])
+    a.buffer.append([Message(topic="t", partition=0, offset=100, value=b"v")])
     assert queue.keep(a)
     queue.close()
     assert not queue.keep(a)
