@@ -1,6 +1,6 @@
 """Operator controls of a running channel: pause, resume, reposition.
 
-:class:`ChannelControls` is held by :class:`InboundChannel`, which hands it ``pause``,
+:class:`ChannelControls` belongs to an :class:`InboundChannel`, which hands it ``pause``,
 ``resume`` and ``reposition``. It owns no state of its own: pauses are recorded in the
 :class:`PartitionTable`, a partition's ``paused`` flag is set only here (and applied to the
 fetcher here), and a reposition is filed as a :class:`Move` on the partition for its turn.

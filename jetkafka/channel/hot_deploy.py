@@ -20,7 +20,7 @@ one error in the log naming the file, the key and the fix.
 :class:`ConfigWatcher` watches the file's directory with watchdog, so editors that write a
 temporary file and rename it over the original are seen like an in-place write.
 
-:class:`HotDeploy` is held by :class:`InboundChannel`, which hands it ``watch`` and
+:class:`HotDeploy` belongs to an :class:`InboundChannel`, which hands it ``watch`` and
 ``reconfigure``. It owns the watcher and the ``reconfiguring`` lock: a reconfiguration (on the
 watcher's timer thread or the caller's) and a shutdown hold it, so they never interleave. Only
 under it does it replace the channel's ``config`` and ``processor``.

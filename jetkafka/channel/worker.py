@@ -240,6 +240,6 @@ class BatchRunner:
         source = self.responses.source(state, state.position, state.position)
         self.responses.call(state, "on_exception", source, PartitionLost(state.topic, state.partition, reason))
         self._remove(state)
-        # If ZooKeeper still shows this hold (the loss was seen here first), give it up, so the
+        # If ZooKeeper still shows this lease (the loss was seen here first), give it up, so the
         # partition is taken again cleanly instead of staying owned and unprocessed.
         self.membership.finish_release(state.key, state.lease)
