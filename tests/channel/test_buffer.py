@@ -128,3 +128,13 @@ def test_reposition_and_removal_drop_the_buffer_and_its_budget() -> None:
     state.remove()
     assert budget.buffered == (0, 0)
     assert not state.buffer.append(fetched(30, 5)) and not state.has_buffered()
+
+
+def test_only_the_fetchers_move_to_the_awaited_offset_ends_the_wait_for_a_seek() -> None:
+    state, _ = new_state()
+    state.buffer.restart_at(50)
+    state.buffer.fetching_from(0)  # a command queued for an earlier position
+    assert not state.buffer.append(fetched(0, 5)) and not state.has_buffered()
+    state.buffer.fetching_from(50)
+    state.buffer.append(fetched(50, 5))
+    assert offsets(state.buffer.take_batch(100, 1 << 20)[0]) == list(range(50, 55))
