@@ -252,4 +252,3 @@ class HotDeploy:
             channel._pipeline.set_interval(cfg.commit_interval_ms / 1000)
         if channel._membership is not None:
             channel._membership.config = cfg
-

@@ -51,6 +51,7 @@ from jetkafka.processors.loading import load_processor
 
 log = logging.getLogger("jetkafka.channel")
 
+
 class InboundChannel:
     """A consumer of ``channel.topics`` in group ``channel.group``.
 
@@ -401,6 +402,9 @@ class InboundChannel:
     def partitions(self) -> list[PartitionSnapshot]:
         """Each leased partition now, sorted: position, last commit that landed, buffer, pause."""
         return [s.snapshot() for s in self._table.states() if s.lost_reason is None and not s.removed]
+
+    # -- for the channel's parts and add-ons -------------------------------------------------
+
     def _may_act(self) -> bool:
         return self._leases.may_act()
 
@@ -412,6 +416,7 @@ class InboundChannel:
     def _lease(self, topic: str, partition: int) -> Lease | None:
         state = self._table.get((topic, partition))
         return None if state is None or state.lost_reason else state.lease
+
     def _commit_many(
         self, commits: dict[Key, tuple[Lease, int]], extra: Any, expected: Mapping[Key, int | None] | None = None
     ) -> None:
