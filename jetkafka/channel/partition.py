@@ -65,9 +65,10 @@ class PartitionState:
       holding the turn, and ``not_before`` also by the pipeline's answer callback.
     * Requests from other threads, read by the next turn: ``paused`` (only
       :class:`ChannelControls`), ``moves`` (filed by controls, consumed by the turn),
-      ``release_reason`` (:class:`PartitionLeases`, controller thread), ``lost_reason`` (the
-      controller thread, the pipeline's answer callback, or the turn itself; once set it is
-      never cleared).
+      ``release_reason`` (:class:`PartitionLeases`, controller thread), ``lost_reason``
+      (:class:`PartitionLeases` on the controller thread, or on a processor's thread when its
+      own commit was refused; the pipeline's answer callback; or the turn itself). Once set,
+      ``lost_reason`` is never cleared.
     """
 
     def __init__(

@@ -40,6 +40,9 @@ log = logging.getLogger("jetkafka.channel")
 
 
 class ResponseHandler:
+    """Applies a turn's outcome to a partition; one per channel start, shared by its workers
+    (it keeps no per-partition state: that is on the :class:`PartitionState`)."""
+
     def __init__(
         self,
         config: ChannelConfig,
