@@ -1,11 +1,13 @@
 """Operator controls of a running channel: pause, resume, reposition.
 
 :class:`ChannelControls` belongs to an :class:`InboundChannel`, which hands it ``pause``,
-``resume`` and ``reposition``. It owns no state of its own: pauses are recorded in the
-:class:`PartitionTable`, a partition's ``paused`` flag is set only here (and applied to the
-fetcher here), and a reposition is filed as a :class:`Move` on the partition for its turn.
-Its methods may be called from any thread (the API, the reset responder's thread, the
-controller thread for ZooKeeper's pause markers).
+``resume`` and ``reposition``. Pauses are recorded in the :class:`PartitionTable`, a
+partition's ``paused`` flag is set only here (and applied to the fetcher here), and a
+reposition is filed as a :class:`Move` on the partition for its turn. Its methods may be
+called from any thread (the API, the reset responder's thread, the controller thread for
+ZooKeeper's pause markers). It owns one field, ``marker_paused``: what the pause markers in
+ZooKeeper last asked for, written on kazoo's thread by :meth:`paused_from_zookeeper` and read
+by the channel's next start.
 
 A pause keeps the partitions owned and the ZooKeeper session open: the batch in hand
 finishes, then nothing more is fetched or processed until resume, which continues at the
@@ -38,6 +40,17 @@ class ChannelControls:
     def __init__(self, channel: InboundChannel, table: PartitionTable) -> None:
         self._channel = channel
         self._table = table
+        # What the pause markers in ZooKeeper last asked for (a pause through the API is not
+        # theirs to undo): the next start's watch compares the markers with it.
+        self.marker_paused = False
+
+    def paused_from_zookeeper(self, paused: bool) -> None:
+        """The pause markers changed (a watch callback, on kazoo's thread)."""
+        self.marker_paused = paused
+        # Pausing writes to ZooKeeper, which a kazoo callback must not wait for: hand it over.
+        controller = self._channel._controller
+        if controller is not None:
+            controller.call(self.pause if paused else self.resume)
 
     def pause(self, topic: str | None = None, partition: int | None = None) -> None:
         """See :meth:`InboundChannel.pause`."""

@@ -68,7 +68,7 @@ class InboundChannel:
     :class:`ChannelControls` (pause, resume, reposition) and :class:`HotDeploy` (the watched
     file, reconfiguration). What one start builds (fetcher, work queue, membership, commit
     pipeline, runner, workers) lives here and is replaced by the next start; the methods of
-    the channel itself run on the caller's thread, except ``_paused_from_zookeeper`` (kazoo's).
+    the channel itself run on the caller's thread.
     """
 
     def __init__(
@@ -114,9 +114,6 @@ class InboundChannel:
         self._workers: list[threading.Thread] = []
         self._workers_stop = threading.Event()
         self._running = False
-        # What the pause markers in ZooKeeper last asked for (a pause through the API is not
-        # theirs to undo): the next start's watch compares the markers with it.
-        self._marker_paused = False
         self._pause_watch: PauseWatch | None = None
         self._pythonpath = tuple(pythonpath)
         self._responder: Any = None  # jetkafka.ops.responder.CommandResponder while running
@@ -217,8 +214,8 @@ class InboundChannel:
                 self._controller.client,
                 self._membership.paths,
                 self.consumer_id,
-                self._paused_from_zookeeper,
-                applied=self._marker_paused,
+                self._controls.paused_from_zookeeper,
+                applied=self._controls.marker_paused,
             )
             self._membership.start()
         except BaseException:
@@ -274,12 +271,6 @@ class InboundChannel:
         if policy.mode != "dead-letter" or not policy.dead_letter_topic:
             return None
         return DeadLetterSink(self.config.kafka, policy.dead_letter_topic, self.config.channel.group)
-
-    def _paused_from_zookeeper(self, paused: bool) -> None:
-        # Watch callbacks run on kazoo's thread; pausing writes to ZooKeeper, so hand it over.
-        self._marker_paused = paused
-        if self._controller is not None:
-            self._controller.call(self.pause if paused else self.resume)
 
     def _teardown(self) -> None:
         if self._pause_watch is not None:
