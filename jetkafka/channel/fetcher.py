@@ -252,7 +252,7 @@ class Fetcher:
         if state is None:
             return  # released since the fetch: drop
         self.events_fetched += len(run)
-        if state.append(run):
+        if state.buffer.append(run):
             self.consumer.pause([TopicPartition(key[0], key[1])])
         self._on_data(state)
 
@@ -263,9 +263,10 @@ class Fetcher:
         if code in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET) and key is not None:
             state = self._states(key)
             if state is not None:
-                with state.lock:
-                    state.out_of_range = True
-                log.error("%s[%d]: fetch offset %d is out of range on the broker", key[0], key[1], state.fetch_next)
+                state.buffer.mark_out_of_range()
+                log.error(
+                    "%s[%d]: fetch offset %d is out of range on the broker", key[0], key[1], state.buffer.fetch_next
+                )
                 self._on_data(state)
             return
         if err.fatal():
@@ -336,16 +337,12 @@ class Fetcher:
         state = self._states(key)
         tp = TopicPartition(key[0], key[1])
         # librdkafka keeps a partition's pause across unassign/assign: set it anew.
-        if state is not None and (state.paused or state.fetch_paused):
+        if state is not None and (state.paused or state.buffer.fetch_paused):
             self.consumer.pause([tp])
         else:
             self.consumer.resume([tp])
         if state is not None:
-            with state.lock:
-                # Only the command for the position this state waits for ends the wait, not
-                # one queued for an earlier state of the partition.
-                if state.fetch_next == offset:
-                    state.seek_pending = False
+            state.buffer.fetching_from(offset)
         log.debug("%s[%d]: fetching from offset %d", key[0], key[1], offset)
 
     def _apply(self, op: str, key: Key, offset: int) -> None:
@@ -361,7 +358,7 @@ class Fetcher:
             elif op == "resume" and key in self._assigned:
                 state = self._states(key)
                 # Stay paused while the user paused it or its buffer is still over budget.
-                if state is None or not (state.paused or state.fetch_paused):
+                if state is None or not (state.paused or state.buffer.fetch_paused):
                     self.consumer.resume([part])
             elif op == "commit":
                 self.consumer.commit(offsets=[TopicPartition(key[0], key[1], offset)], asynchronous=True)

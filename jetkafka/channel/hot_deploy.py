@@ -19,6 +19,11 @@ one error in the log naming the file, the key and the fix.
 
 :class:`ConfigWatcher` watches the file's directory with watchdog, so editors that write a
 temporary file and rename it over the original are seen like an in-place write.
+
+:class:`HotDeploy` belongs to an :class:`InboundChannel`, which hands it ``watch`` and
+``reconfigure``. It owns the watcher and the ``reconfiguring`` lock: a reconfiguration (on the
+watcher's timer thread or the caller's) and a shutdown hold it, so they never interleave. Only
+under it does it replace the channel's ``config`` and ``processor``.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
@@ -42,11 +47,7 @@ from jetkafka.processors.base import BatchEventProcessor
 from jetkafka.processors.loading import load_processor
 
 if TYPE_CHECKING:
-    from jetkafka.channel.commit_pipeline import CommitPipeline
-    from jetkafka.channel.fetcher import Fetcher
-    from jetkafka.channel.work_queue import PartitionQueue
-    from jetkafka.channel.worker import BatchRunner
-    from jetkafka.coordination.membership import GroupMembership
+    from jetkafka.channel.inbound import InboundChannel
 
 log = logging.getLogger("jetkafka.hot_deploy")
 
@@ -166,42 +167,33 @@ class ConfigWatcher:
 
 
 class HotDeploy:
-    """Mixed into :class:`InboundChannel`: watch its YAML file and apply changes."""
+    """Watch ``channel``'s YAML file and move the channel onto each valid change."""
 
-    config: JetkafkaConfig
-    processor: BatchEventProcessor
-    _running: bool
-    _pythonpath: tuple[str, ...]
-    _watcher: ConfigWatcher | None
-    _reconfiguring: threading.Lock
-    _fetcher: Fetcher | None
-    _runner: BatchRunner | None
-    _queue: PartitionQueue | None
-    _pipeline: CommitPipeline | None
-    _membership: GroupMembership | None
-    start: Callable[[], None]
-    _leave: Callable[[float | None], bool]
-    _dead_letter_sink: Callable[[], Any]
+    def __init__(self, channel: InboundChannel) -> None:
+        self._channel = channel
+        self._watcher: ConfigWatcher | None = None
+        self.reconfiguring = threading.Lock()
 
     def watch(self, path: str | os.PathLike[str] | None = None) -> None:
-        """Apply every valid change of the YAML file (default: the one loaded) while running."""
-        path = path or self.config.source
+        """See :meth:`InboundChannel.watch`."""
+        path = path or self._channel.config.source
         if not os.path.isfile(path):
             raise ConfigError(str(path), "", "cannot watch: not a file", "pass the YAML file the channel runs on")
         if self._watcher is None:
             self._watcher = ConfigWatcher(path, self.reconfigure)
             self._watcher.start()
 
-    def reconfigure(self, new: JetkafkaConfig) -> Change:
-        """Move the running channel onto ``new``: in place, or by releasing and resubscribing.
+    def stop_watching(self) -> None:
+        if self._watcher is not None:
+            self._watcher.stop()
+            self._watcher = None
 
-        A configuration that cannot run (a missing topic, a processor that cannot be built,
-        a start that fails) is rejected with one logged error; the channel keeps running on the
-        configuration it had.
-        """
-        with self._reconfiguring:
-            change = plan_change(self.config, new)
-            if change.kind == "none" or not self._running:
+    def reconfigure(self, new: JetkafkaConfig) -> Change:
+        """See :meth:`InboundChannel.reconfigure`."""
+        channel = self._channel
+        with self.reconfiguring:
+            change = plan_change(channel.config, new)
+            if change.kind == "none" or not channel.running:
                 return change
             log.info("%s changed: %s", new.source, change)
             if change.kind == "in-place":
@@ -209,16 +201,16 @@ class HotDeploy:
                 return change
             try:
                 processor = self._processor_for(new)
-                if new.kafka == self.config.kafka and self._fetcher is not None:
-                    self._fetcher.partition_counts(new.channel.topics)  # raises TopicNotFound
+                if new.kafka == channel.config.kafka and channel._fetcher is not None:
+                    channel._fetcher.partition_counts(new.channel.topics)  # raises TopicNotFound
             except JetkafkaError as exc:
                 log.error("%s: not applied, still running on the previous configuration: %s", new.source, exc)
                 return Change("rejected", change.keys)
-            old_config, old_processor = self.config, self.processor
-            self._leave(None)
-            self.config, self.processor = new, processor
+            old_config, old_processor = channel.config, channel.processor
+            channel._leave(None)
+            channel.config, channel.processor = new, processor
             try:
-                self.start()
+                channel.start()
             except Exception as exc:
                 # Whatever failed (a processor's on_start included), the old configuration ran.
                 log.error(
@@ -228,34 +220,35 @@ class HotDeploy:
                     exc,
                     exc_info=not isinstance(exc, JetkafkaError),
                 )
-                self.config, self.processor = old_config, old_processor
-                self.start()
+                channel.config, channel.processor = old_config, old_processor
+                channel.start()
                 return Change("rejected", change.keys)
             return change
 
     def _processor_for(self, new: JetkafkaConfig) -> BatchEventProcessor:
-        if new.processor is None or new.processor == self.config.processor:
-            return self.processor
-        return load_processor(new.processor, self._pythonpath)
+        channel = self._channel
+        if new.processor is None or new.processor == channel.config.processor:
+            return channel.processor
+        return load_processor(new.processor, channel._pythonpath)
 
     def _apply_in_place(self, new: JetkafkaConfig) -> None:
-        old_policy = self.config.channel.on_error
-        self.config = new
+        channel = self._channel
+        old_policy = channel.config.channel.on_error
+        channel.config = new
         cfg = new.channel
         logging.getLogger("jetkafka").setLevel(new.logging.level)
-        if self._runner is not None:
-            self._runner.config = cfg
-            failures = self._runner.failures
+        if (runner := channel._runner) is not None:
+            runner.config = cfg
+            failures = runner.failures
             failures.config = cfg
             if cfg.on_error != old_policy:
                 # A producer per change would open connections to the brokers each time.
-                old_sink, failures.dead_letter = failures.dead_letter, self._dead_letter_sink()
+                old_sink, failures.dead_letter = failures.dead_letter, channel._dead_letter_sink()
                 if old_sink is not None:
                     old_sink.close()
-        if self._queue is not None:
-            self._queue.set_idle_ms(cfg.idle_ms)
-        if self._pipeline is not None:
-            self._pipeline.set_interval(cfg.commit_interval_ms / 1000)
-        if self._membership is not None:
-            self._membership.config = cfg
-
+        if channel._queue is not None:
+            channel._queue.set_idle_ms(cfg.idle_ms)
+        if channel._pipeline is not None:
+            channel._pipeline.set_interval(cfg.commit_interval_ms / 1000)
+        if channel._membership is not None:
+            channel._membership.config = cfg

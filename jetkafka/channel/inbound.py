@@ -31,12 +31,14 @@ from jetkafka.channel.controls import ChannelControls
 from jetkafka.channel.dead_letter import DeadLetterSink
 from jetkafka.channel.failures import FailurePolicy
 from jetkafka.channel.fetcher import ConsumerWrapper, Fetcher
-from jetkafka.channel.holdings import PartitionHoldings
-from jetkafka.channel.hot_deploy import ConfigWatcher, HotDeploy
-from jetkafka.channel.partition import PartitionSnapshot, PartitionState
+from jetkafka.channel.hot_deploy import Change, HotDeploy
+from jetkafka.channel.leases import PartitionLeases
+from jetkafka.channel.moves import Move
+from jetkafka.channel.partition import PartitionSnapshot
+from jetkafka.channel.partition_table import PartitionTable
 from jetkafka.channel.stats import ChannelStats
 from jetkafka.channel.work_queue import PartitionQueue
-from jetkafka.channel.worker import BatchRunner
+from jetkafka.channel.worker import BatchRunner, work_partitions
 from jetkafka.config import JetkafkaConfig, load_config, parse_config
 from jetkafka.coordination.membership import GroupMembership
 from jetkafka.coordination.offsets import OffsetStore
@@ -45,7 +47,7 @@ from jetkafka.coordination.paths import GroupPaths
 from jetkafka.coordination.pause_markers import PauseWatch
 from jetkafka.coordination.process_session import ProcessSession
 from jetkafka.coordination.registry import new_consumer_id
-from jetkafka.errors import CommitFenced, ConfigError, JetkafkaError
+from jetkafka.errors import ConfigError, JetkafkaError
 from jetkafka.events import Key
 from jetkafka.processors.base import BatchEventProcessor
 from jetkafka.processors.loading import load_processor
@@ -55,12 +57,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("jetkafka.channel")
 
-# Turns a worker runs in a row on one partition before it gives it back all the same, so no
-# worker stays on one partition without passing through the queue.
-_KEPT_TURNS = 64
 
-
-class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
+class InboundChannel:
     """A consumer of ``channel.topics`` in group ``channel.group``.
 
     Build it from a file (:meth:`from_yaml`), a dict (:meth:`from_dict`) or a
@@ -81,6 +79,14 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
     The channel is the :class:`~jetkafka.channel.running.RunningChannel` its add-ons and its
     processor's :class:`~jetkafka.channel.context.ChannelContext` see; every public member may
     be called from any thread.
+
+    The channel is a facade over objects that each own their state: the
+    :class:`PartitionTable` (the leased partitions and the pauses), :class:`PartitionLeases`
+    (leases taken, asked back and lost: the membership's ``PartitionHolder``),
+    :class:`ChannelControls` (pause, resume, reposition) and :class:`HotDeploy` (the watched
+    file, reconfiguration). What one start builds (fetcher, work queue, membership, commit
+    pipeline, runner, workers) lives here and is replaced by the next start; the methods of
+    the channel itself run on the caller's thread.
     """
 
     def __init__(
@@ -117,8 +123,10 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
         self._given_controller = controller
         self._wrap_consumer = wrap_consumer
         self._controller: ProcessSession | None = None
-        self._states: dict[Key, PartitionState] = {}
-        self._states_cond = threading.Condition()
+        self._table = PartitionTable()
+        self._controls = ChannelControls(self, self._table)
+        self._leases = PartitionLeases(self, self._table, self._controls)
+        self._hot_deploy = HotDeploy(self)
         self._queue: PartitionQueue | None = None
         self._fetcher: Fetcher | None = None
         self._membership: GroupMembership | None = None
@@ -126,18 +134,9 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
         self._pipeline: CommitPipeline | None = None
         self._workers: list[threading.Thread] = []
         self._workers_stop = threading.Event()
-        self._suspended = False
-        self._lease_lapsed = False  # logged once per lapse of the local lease
         self._running = False
-        self._paused_all = False
-        # What the pause markers in ZooKeeper last asked for (a pause through the API is not
-        # theirs to undo): the next start's watch compares the markers with it.
-        self._marker_paused = False
-        self._paused: set[Key] = set()
         self._pause_watch: PauseWatch | None = None
         self._pythonpath = tuple(pythonpath)
-        self._watcher: ConfigWatcher | None = None
-        self._reconfiguring = threading.Lock()
         self._add_ons = AddOns(standard_add_ons(recovery_processor) if add_ons is None else add_ons)
 
     @classmethod
@@ -177,13 +176,13 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
             self._fetcher = Fetcher(
                 self.config.kafka,
                 cfg.group,
-                self._state,
+                self._table.get,
                 self._queue.offer,
                 self._budget,
                 wrap_consumer=self._wrap_consumer,
             )
             self._membership = GroupMembership(
-                self._controller, cfg, self, self.consumer_id, on_rebalance=self.stats.rebalanced
+                self._controller, cfg, self._leases, self.consumer_id, on_rebalance=self.stats.rebalanced
             )
             self._pipeline = (
                 CommitPipeline(
@@ -202,7 +201,7 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
                 self._membership,
                 self._fetcher,
                 self.stats,
-                self._remove,
+                self._leases.remove,
                 self.may_act,
                 FailurePolicy(cfg, self.stats, self._dead_letter_sink()),
                 self._pipeline,
@@ -211,7 +210,12 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
             self._fetcher.start()
             self._workers_stop.clear()
             self._workers = [
-                threading.Thread(target=self._work, name=f"jetkafka-worker-{i}", daemon=True)
+                threading.Thread(
+                    target=work_partitions,
+                    args=(self._queue, self._runner, self._workers_stop),
+                    name=f"jetkafka-worker-{i}",
+                    daemon=True,
+                )
                 for i in range(cfg.threads)
             ]
             for t in self._workers:
@@ -222,8 +226,8 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
                 self._controller.client,
                 self._membership.paths,
                 self.consumer_id,
-                self._paused_from_zookeeper,
-                applied=self._marker_paused,
+                self._controls.paused_from_zookeeper,
+                applied=self._controls.marker_paused,
             )
             self._membership.start()
         except BaseException:
@@ -246,10 +250,8 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
         batch finish, calls ``on_stream_termination`` per partition and applies its response,
         then deletes each owner node as soon as that partition is done.
         """
-        if self._watcher is not None:
-            self._watcher.stop()
-            self._watcher = None
-        with self._reconfiguring:
+        self._hot_deploy.stop_watching()
+        with self._hot_deploy.reconfiguring:
             return self._leave(timeout)
 
     def _leave(self, timeout: float | None) -> bool:
@@ -259,12 +261,8 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
         timeout = self.config.channel.shutdown_timeout_s if timeout is None else timeout
         assert self._membership is not None
         self._membership.leave_group()
-        self.release_requested(self._membership.release_all(), "shutdown")
-        deadline = time.monotonic() + timeout
-        with self._states_cond:
-            while self._states and time.monotonic() < deadline:
-                self._states_cond.wait(min(0.5, max(0.0, deadline - time.monotonic())))
-            stuck = sorted(self._states)
+        self._leases.release_requested(self._membership.release_all(), "shutdown")
+        stuck = self._table.wait_empty(time.monotonic() + timeout)
         if stuck:
             log.error(
                 "shutdown timed out after %.1f s with %s still in hand; their uncommitted batches will be "
@@ -285,12 +283,6 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
         if policy.mode != "dead-letter" or not policy.dead_letter_topic:
             return None
         return DeadLetterSink(self.config.kafka, policy.dead_letter_topic, self.config.channel.group)
-
-    def _paused_from_zookeeper(self, paused: bool) -> None:
-        # Watch callbacks run on kazoo's thread; pausing writes to ZooKeeper, so hand it over.
-        self._marker_paused = paused
-        if self._controller is not None:
-            self._controller.call(self.pause if paused else self.resume)
 
     def _teardown(self) -> None:
         if self._pause_watch is not None:
@@ -323,23 +315,87 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
 
+    # -- operator controls (see jetkafka.channel.controls) ----------------------------------
+
+    def pause(self, topic: str | None = None, partition: int | None = None) -> None:
+        """Stop fetching and processing (all partitions, a topic, or one partition).
+
+        Partitions stay owned and the session stays open; the batch in hand finishes.
+        Partitions taken while paused start paused.
+        """
+        self._controls.pause(topic, partition)
+
+    def resume(self, topic: str | None = None, partition: int | None = None) -> None:
+        """Undo :meth:`pause`; processing continues at the exact offset it stopped at."""
+        self._controls.resume(topic, partition)
+
+    @property
+    def paused(self) -> bool:
+        """Whether the whole channel is paused (by :meth:`pause` or `jetkafka pause`)."""
+        return self._table.paused_all
+
+    def reposition(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        extra: Any = None,
+        timeout: float = 30.0,
+        reason: str = "reset",
+    ) -> int | None:
+        """Move an owned partition to ``offset`` and return the offset committed before.
+
+        The move is carried out by the partition's next turn (see :mod:`jetkafka.channel.moves`):
+        after the batch in hand, ahead of a release, also while paused or halted. It commits
+        ``offset`` fenced (with ``extra`` operations in the same transaction), drops what was
+        buffered, calls the processor's ``on_reposition`` and fetches on from ``offset``; a
+        paused partition stays paused there.
+
+        Raises :class:`CommitFenced` if the partition is not (or no longer) owned here, and
+        :class:`TimeoutError` if its turn does not come within ``timeout`` (the batch in hand
+        runs longer); then nothing was moved.
+        """
+        return self._controls.reposition(topic, partition, offset, extra, timeout, reason)
+
+    def file_move(self, topic: str, partition: int, offset: int, extra: Any = None, reason: str = "reset") -> Move:
+        """File a reposition on an owned partition and return at once; the partition's next
+        turn carries it out (see :meth:`reposition`). Wait for it with ``move.wait(timeout)``,
+        then ``move.outcome()`` (the offset committed before, or the error it failed with).
+
+        Raises :class:`CommitFenced` if the partition is not (or no longer) owned here.
+        """
+        return self._controls.file_move(topic, partition, offset, extra, reason)
+
+    # -- hot deploy (see jetkafka.channel.hot_deploy) ----------------------------------------
+
+    def watch(self, path: str | os.PathLike[str] | None = None) -> None:
+        """Apply every valid change of the YAML file (default: the one loaded) while running."""
+        self._hot_deploy.watch(path)
+
+    def reconfigure(self, new: JetkafkaConfig) -> Change:
+        """Move the running channel onto ``new``: in place, or by releasing and resubscribing.
+
+        A configuration that cannot run (a missing topic, a processor that cannot be built,
+        a start that fails) is rejected with one logged error; the channel keeps running on the
+        configuration it had.
+        """
+        return self._hot_deploy.reconfigure(new)
+
     # -- introspection ---------------------------------------------------------------------
 
     def owned_partitions(self) -> list[Key]:
-        """The partitions this channel holds now, sorted."""
-        with self._states_cond:
-            return sorted(self._states)
+        """The partitions this channel holds a lease on now, sorted."""
+        return self._table.keys()
 
     def positions(self) -> dict[Key, int]:
-        """Next offset to process of each held partition."""
-        with self._states_cond:
-            return {k: s.position for k, s in self._states.items()}
+        """Next offset to process of each leased partition."""
+        return {s.key: s.position for s in self._table.states()}
 
     def partitions(self) -> list[PartitionSnapshot]:
-        """Each held partition now, sorted: position, last commit that landed, buffer, pause."""
-        with self._states_cond:
-            states = [s for _, s in sorted(self._states.items())]
-        return [s.snapshot() for s in states if s.lost_reason is None and not s.removed]
+        """Each leased partition now, sorted: position, last commit that landed, buffer, pause."""
+        return [s.snapshot() for s in self._table.states() if s.lost_reason is None and not s.removed]
+
+    # -- for the channel's parts and add-ons -------------------------------------------------
 
     @property
     def add_ons(self) -> tuple[ChannelAddOn, ...]:
@@ -373,7 +429,7 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
         return controller is not None and controller.lease.valid()
 
     def is_paused(self, key: Key) -> bool:
-        return self._is_paused(key)
+        return self._table.is_paused(key)
 
     def watermarks(self, topic: str, partition: int, timeout: float = 10.0) -> tuple[int, int]:
         if self._fetcher is None:
@@ -396,30 +452,7 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
     def may_act(self) -> bool:
         """Whether workers may start work: ZooKeeper connected and the local lease running
         (:class:`~jetkafka.coordination.session_lease.SessionLease`)."""
-        if self._suspended:
-            return False
-        controller = self._controller
-        if controller is None:
-            return False
-        if controller.lease.valid():
-            if self._lease_lapsed:
-                self._lease_lapsed = False
-                log.info("ZooKeeper answered again: the local lease runs; starting batches again")
-            return True
-        if not self._lease_lapsed:
-            self._lease_lapsed = True
-            lease = controller.lease
-            if lease.voided:
-                log.warning("ZooKeeper session lost: starting no batch until a new session is established")
-            else:
-                log.warning(
-                    "no answer from ZooKeeper for %.1f s (session timeout %.1f s less lease_margin_s %.1f s): "
-                    "the session may have expired unnoticed; starting no batch until ZooKeeper answers",
-                    lease.since_contact(),
-                    lease.timeout_s,
-                    lease.margin_s,
-                )
-        return False
+        return self._leases.may_act()
 
     def _committed(self, key: Key, offset: int) -> None:
         self.stats.committed(key, offset)
@@ -427,7 +460,7 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
             self._fetcher.mirror_commit(key, offset)
 
     def lease(self, topic: str, partition: int) -> Lease | None:
-        state = self._states.get((topic, partition))
+        state = self._table.get((topic, partition))
         return None if state is None or state.lost_reason else state.lease
 
     def commit_many(
@@ -436,54 +469,7 @@ class InboundChannel(ChannelControls, HotDeploy, PartitionHoldings):
         extra: Callable[[TransactionRequest], None] | None,
         expected: Mapping[Key, int | None] | None = None,
     ) -> None:
-        try:
-            self._started_membership().offsets.commit_many(commits, extra, expected)
-        except CommitFenced as exc:
-            self._refused(commits, exc)
-            raise
-        self._committed_outside_turns(commits)
-
-    def _refused(self, commits: Mapping[Key, tuple[Lease, int]], exc: CommitFenced) -> None:
-        """A commit outside the partitions' turns was refused: count it, and lose the hold."""
-        key = (exc.topic, exc.partition)
-        self.stats.commit_refused(key, exc.cause)
-        state = self._states.get(key)
-        refused = commits.get(key)
-        # Only the hold that was refused is lost; a newer hold of the partition stays.
-        if state is not None and refused is not None and state.lease is refused[0]:
-            self.partitions_lost([key], exc.reason)
-
-    def _committed_outside_turns(self, commits: dict[Key, tuple[Lease, int]]) -> None:
-        """After a processor's own multi-partition commit: it is now the newest commit."""
-        for key, (lease, offset) in commits.items():
-            state = self._states.get(key)
-            if state is not None and state.lease is lease:
-                state.advanced = None  # revert() goes back to this commit, not an older advance
-            self._committed(key, offset)
-
-    # -- the workers -----------------------------------------------------------------------
-
-    def _work(self) -> None:
-        assert self._queue is not None and self._runner is not None
-        queue, runner = self._queue, self._runner
-        while not self._workers_stop.is_set():
-            state = queue.take(timeout=0.5)
-            if state is None:
-                if queue.closed:  # a worker of an earlier start, outlasting its teardown
-                    return
-                continue
-            try:
-                runner.run_turn(state)
-                for _ in range(_KEPT_TURNS):
-                    if self._workers_stop.is_set() or not queue.keep(state):
-                        break
-                    runner.run_turn(state)
-            except Exception:
-                # Kafka or ZooKeeper calls inside a turn can fail; the partition is retried.
-                log.exception("%s[%d]: turn failed at offset %d; retrying in 1 s", *state.key, state.position)
-                state.not_before = time.monotonic() + 1.0
-            finally:
-                queue.give_back(state)
+        self._leases.commit_outside_turns(commits, extra, expected)
 
 
 __all__ = ["InboundChannel", "JetkafkaError"]

@@ -18,7 +18,7 @@ waiter that gives up (:meth:`Move.cancel`) withdraws a move not yet started; one
 started runs to its end, and its outcome is only logged. A move whose commit got no answer
 (ZooKeeper out of reach: it may have landed) stays at the head of the partition's moves and is
 tried again in its next turns, before any batch; a retry finding the earlier attempt landed
-(the offset node holds the target under this hold) completes it, so the partition never goes
+(the offset node holds the target under this lease) completes it, so the partition never goes
 on from the old position over a reset that took effect.
 """
 

@@ -1,9 +1,9 @@
 """Counters a channel keeps about its own work, readable at any time by any thread.
 
 Per-partition figures (events, batches by response, errors by kind, batch durations) describe
-the partition while this channel holds it: :meth:`ChannelStats.forget` drops them when the
+the partition while this channel has its lease: :meth:`ChannelStats.forget` drops them when the
 partition is released or lost, so a channel that saw thousands of partitions come and go keeps
-only those it holds. Channel-wide totals (:meth:`ChannelStats.summary`) include forgotten
+only those it has a lease on. Channel-wide totals (:meth:`ChannelStats.summary`) include forgotten
 partitions. Everything is guarded by one lock; updates are a few dictionary operations.
 """
 
@@ -125,7 +125,7 @@ class ChannelStats:
             self.committed_offsets[key] = offset
 
     def commit_refused(self, key: Key, cause: str) -> None:
-        """A commit of the partition did not happen because this instance no longer held it:
+        """A commit of the partition did not happen because this instance no longer had its lease:
         ``cause`` is a :attr:`CommitFenced.cause <jetkafka.errors.CommitFenced.CAUSES>`, or
         ``dropped`` (an advance still waiting for its commit when the partition was lost)."""
         with self._lock:
@@ -177,7 +177,7 @@ class ChannelStats:
             return dict(self.lost_events)
 
     def forget(self, key: Key) -> None:
-        """Drop the per-partition figures of a partition this channel no longer holds."""
+        """Drop the per-partition figures of a partition this channel no longer has a lease on."""
         with self._lock:
             self.events.pop(key, None)
             self.committed_offsets.pop(key, None)

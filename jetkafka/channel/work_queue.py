@@ -3,7 +3,7 @@
 Guarantee: a partition is in at most one worker's hands at a time. A partition is queued only
 from IDLE, taken only from QUEUED, and returned to IDLE by the worker that took it, all under
 one lock; so events of one partition are processed by one thread at a time, in offset order.
-That holds across holds too: a partition lost and taken again has a new state while the old
+That holds across leases too: a partition lost and taken again has a new state while the old
 one may still be queued (its loss to handle) or in a worker's hands (finishing a batch); the
 new state waits, unqueued, until the old one is neither.
 
@@ -64,7 +64,7 @@ class PartitionQueue:
         wait_until = max(state.not_before, state.stalled_until)
         if now < wait_until:
             return wait_until
-        if state.has_buffered() or state.commit_pending is not None or state.out_of_range:
+        if state.has_buffered() or state.commit_pending is not None or state.buffer.out_of_range:
             return 0.0
         if self._idle_s > 0 and not state.idle_fired:
             at = state.last_activity + self._idle_s

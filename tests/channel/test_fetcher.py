@@ -62,7 +62,7 @@ def held_partitions(
             own.prepare(topic)
             for lease in own.take_many(topic, sorted(starts)):
                 state = PartitionState(lease, starts[lease.partition], 100, 1 << 20, budget)
-                state.seek_pending = True  # as the channel does until the fetcher applies the assignment
+                state.buffer.await_seek()  # as the channel does until the fetcher applies the assignment
                 states[lease.key] = state
             yield fetcher, recording, {p: states[(topic, p)] for p in starts}
     finally:
@@ -70,7 +70,7 @@ def held_partitions(
 
 
 def buffered_offsets(state: PartitionState) -> list[int]:
-    return [m.offset() for m in state.buffered_messages()]
+    return [m.offset() for m in state.buffer.messages()]
 
 
 def wait_buffered(states: dict[int, PartitionState], want: dict[int, list[int]], timeout: float = 30.0) -> None:
@@ -92,7 +92,7 @@ def test_partitions_taken_together_are_assigned_in_one_call_each_at_its_offset(
         wait_buffered(states, {p: list(range(start, 5)) for p, start in starts.items()})
         # One librdkafka assignment for all four: its first fetch asks for every partition.
         assert recording.assign_calls == [[(0, 0), (1, 2), (2, 4), (3, 5)]]
-        assert all(not s.seek_pending for s in states.values())
+        assert all(not s.buffer.seek_pending for s in states.values())
 
 
 def test_a_seek_queued_after_the_assignment_of_its_partition_wins(

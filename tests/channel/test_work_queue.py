@@ -15,7 +15,7 @@ from jetkafka.channel.work_queue import PartitionQueue
 def with_backlog(partition: int, budget: BufferBudget) -> PartitionState:
     lease = SimpleNamespace(topic="t", partition=partition, key=("t", partition), committed=None)
     state = PartitionState(lease, 0, 1000, 1 << 20, budget)  # type: ignore[arg-type]
-    state.append([Message(topic="t", partition=partition, offset=o, value=b"v") for o in range(100)])
+    state.buffer.append([Message(topic="t", partition=partition, offset=o, value=b"v") for o in range(100)])
     return state
 
 
@@ -53,22 +53,22 @@ def test_a_partition_without_work_or_a_closed_queue_is_given_back() -> None:
     a = with_backlog(0, budget)
     queue.offer(a)
     assert queue.take(timeout=1) is a
-    a.take_batch(1000, 1 << 20)
+    a.buffer.take_batch(1000, 1 << 20)
     assert not queue.keep(a)  # nothing buffered
-    a.append([Message(topic="t", partition=0, offset=100, value=b"v")])
+    a.buffer.append([Message(topic="t", partition=0, offset=100, value=b"v")])
     assert queue.keep(a)
     queue.close()
     assert not queue.keep(a)
 
 
-def test_a_partition_taken_again_waits_for_the_old_holds_turn_to_end() -> None:
-    """Lost and taken again while a worker still runs a batch of the old hold: the new hold's
+def test_a_partition_taken_again_waits_for_the_old_leases_turn_to_end() -> None:
+    """Lost and taken again while a worker still runs a batch of the old lease: the new lease's
     state must not reach a second worker before that turn ends (one thread per partition)."""
     budget = BufferBudget(1000, 1 << 20)
     queue = PartitionQueue(idle_ms=0)
     old = with_backlog(0, budget)
     queue.offer(old)
-    assert queue.take(timeout=1) is old  # a worker is in the old hold's batch
+    assert queue.take(timeout=1) is old  # a worker is in the old lease's batch
     old.lost_reason = "session expired"
     new = with_backlog(0, budget)  # the same partition, taken again
     queue.offer(new)
@@ -78,8 +78,8 @@ def test_a_partition_taken_again_waits_for_the_old_holds_turn_to_end() -> None:
     assert queue.take(timeout=1) is new
 
 
-def test_a_partition_taken_again_waits_while_the_old_hold_is_queued_or_goes_back_with_work() -> None:
-    """The old hold's state still queued (its loss waiting for a free worker), or given back
+def test_a_partition_taken_again_waits_while_the_old_lease_is_queued_or_goes_back_with_work() -> None:
+    """The old lease's state still queued (its loss waiting for a free worker), or given back
     with its loss still to handle: the new state reaches no worker until the old one is done."""
     budget = BufferBudget(1000, 1 << 20)
     queue = PartitionQueue(idle_ms=0)

@@ -31,24 +31,24 @@ def offsets(batch: list[Message]) -> list[int]:
 
 def test_batches_cut_across_fetched_runs_keep_offset_order() -> None:
     state, budget = new_state()
-    state.append(fetched(0, 1000))
-    state.append(fetched(1000, 1000))
-    assert offsets(state.take_batch(500, 1 << 20)[0]) == list(range(0, 500))
-    assert offsets(state.take_batch(700, 1 << 20)[0]) == list(range(500, 1200))
+    state.buffer.append(fetched(0, 1000))
+    state.buffer.append(fetched(1000, 1000))
+    assert offsets(state.buffer.take_batch(500, 1 << 20)[0]) == list(range(0, 500))
+    assert offsets(state.buffer.take_batch(700, 1 << 20)[0]) == list(range(500, 1200))
     assert state.snapshot().buffered == 800
-    assert offsets(state.take_batch(5000, 1 << 20)[0]) == list(range(1200, 2000))
+    assert offsets(state.buffer.take_batch(5000, 1 << 20)[0]) == list(range(1200, 2000))
     assert not state.has_buffered()
-    assert (state.buffered_bytes, budget.buffered) == (0, (0, 0))
+    assert (state.buffer.buffered_bytes, budget.buffered) == (0, (0, 0))
 
 
 def test_a_batch_never_exceeds_the_byte_limit_unless_one_event_does() -> None:
     state, budget = new_state()
     sizes = [100, 300, 50, 700, 20, 20, 2000, 10, 10, 10]
     run = [Message(topic=TOPIC, partition=0, offset=o, value=b"x" * n) for o, n in enumerate(sizes)]
-    state.append(run)
+    state.buffer.append(run)
     batches = []
     while state.has_buffered():
-        batches.append(state.take_batch(100, 500)[0])
+        batches.append(state.buffer.take_batch(100, 500)[0])
     assert [offsets(b) for b in batches] == [[0, 1, 2], [3], [4, 5], [6], [7, 8, 9]]
     assert [m.offset() for m in run] == list(range(10))  # the fetched list itself is not cut
     assert budget.buffered == (0, 0)
@@ -67,41 +67,41 @@ def test_random_runs_and_limits_deliver_every_event_once_in_order() -> None:
             ]
             expected += [(m.offset(), len(m)) for m in run]
             offset += len(run)
-            state.append(run)
+            state.buffer.append(run)
         max_events, max_bytes = rng.randint(1, 400), rng.randint(1, 20_000)
         got: list[tuple[int, int]] = []
         while state.has_buffered():
-            batch, _ = state.take_batch(max_events, max_bytes)
+            batch, _ = state.buffer.take_batch(max_events, max_bytes)
             assert 1 <= len(batch) <= max_events
             assert len(batch) == 1 or sum(map(len, batch)) <= max_bytes
             got += [(m.offset(), len(m)) for m in batch]
         assert got == expected
-        assert (state.buffered, state.buffered_bytes, budget.buffered) == (0, 0, (0, 0))
+        assert (state.buffer.buffered, state.buffer.buffered_bytes, budget.buffered) == (0, 0, (0, 0))
 
 
 def test_unread_tail_of_a_batch_comes_first_in_the_next_batch() -> None:
     state, budget = new_state()
-    state.append(fetched(0, 1000))
-    batch, _ = state.take_batch(300, 1 << 20)
+    state.buffer.append(fetched(0, 1000))
+    batch, _ = state.buffer.take_batch(300, 1 << 20)
     state.unread(batch[200:])  # the processor asked to go back to offset 200
     assert state.position == 200
-    assert offsets(state.take_batch(150, 1 << 20)[0]) == list(range(200, 350))
-    assert offsets(state.take_batch(10_000, 1 << 20)[0]) == list(range(350, 1000))
-    assert (state.buffered, state.buffered_bytes, budget.buffered) == (0, 0, (0, 0))
+    assert offsets(state.buffer.take_batch(150, 1 << 20)[0]) == list(range(200, 350))
+    assert offsets(state.buffer.take_batch(10_000, 1 << 20)[0]) == list(range(350, 1000))
+    assert (state.buffer.buffered, state.buffer.buffered_bytes, budget.buffered) == (0, 0, (0, 0))
 
 
 def test_offsets_fetched_again_after_a_resume_are_not_buffered_twice() -> None:
     state, _ = new_state()
-    state.append(fetched(0, 10))
-    state.append(fetched(5, 10))  # librdkafka re-fetched 5..14 after a pause and resume
-    assert offsets(state.take_batch(100, 1 << 20)[0]) == list(range(0, 15))
+    state.buffer.append(fetched(0, 10))
+    state.buffer.append(fetched(5, 10))  # librdkafka re-fetched 5..14 after a pause and resume
+    assert offsets(state.buffer.take_batch(100, 1 << 20)[0]) == list(range(0, 15))
 
 
 def test_a_partition_far_over_its_share_pauses_fetching_until_drained() -> None:
     state, budget = new_state(buffer_events=100)
-    pauses = [state.append(fetched(o, 50)) for o in range(0, 400, 50)]
+    pauses = [state.buffer.append(fetched(o, 50)) for o in range(0, 400, 50)]
     assert pauses == [False] * 7 + [True]  # 400 = PAUSE_FACTOR x buffer_max_events
-    resumes = [state.take_batch(100, 1 << 20)[1] for _ in range(4)]
+    resumes = [state.buffer.take_batch(100, 1 << 20)[1] for _ in range(4)]
     assert resumes == [False, False, True, False]  # back within buffer_max_events after 300
     assert budget.buffered == (0, 0)
 
@@ -112,19 +112,29 @@ def test_a_partition_over_its_share_is_paused_only_once_the_channel_budget_is_sp
     # a pause would throw away what librdkafka fetched ahead for it.
     state, budget = new_state(buffer_events=100)
     budget.set_partitions(8)
-    pauses = [state.append(fetched(o, 100)) for o in range(0, 800, 100)]
+    pauses = [state.buffer.append(fetched(o, 100)) for o in range(0, 800, 100)]
     assert pauses == [False] * 7 + [True]  # 400 is 4 x its share, but only 800 spends the budget
     assert budget.spent()
 
 
 def test_reposition_and_removal_drop_the_buffer_and_its_budget() -> None:
     state, budget = new_state()
-    state.append(fetched(0, 100))
-    state.take_batch(30, 1 << 20)
+    state.buffer.append(fetched(0, 100))
+    state.buffer.take_batch(30, 1 << 20)
     state.reposition(10)
-    assert (state.buffered, state.buffered_bytes, budget.buffered) == (0, 0, (0, 0))
-    state.seek_pending = False  # the fetcher restarted at 10
-    state.append(fetched(10, 20))
+    assert (state.buffer.buffered, state.buffer.buffered_bytes, budget.buffered) == (0, 0, (0, 0))
+    state.buffer.seek_pending = False  # the fetcher restarted at 10
+    state.buffer.append(fetched(10, 20))
     state.remove()
     assert budget.buffered == (0, 0)
-    assert not state.append(fetched(30, 5)) and not state.has_buffered()
+    assert not state.buffer.append(fetched(30, 5)) and not state.has_buffered()
+
+
+def test_only_the_fetchers_move_to_the_awaited_offset_ends_the_wait_for_a_seek() -> None:
+    state, _ = new_state()
+    state.buffer.restart_at(50)
+    state.buffer.fetching_from(0)  # a command queued for an earlier position
+    assert not state.buffer.append(fetched(0, 5)) and not state.has_buffered()
+    state.buffer.fetching_from(50)
+    state.buffer.append(fetched(50, 5))
+    assert offsets(state.buffer.take_batch(100, 1 << 20)[0]) == list(range(50, 55))
