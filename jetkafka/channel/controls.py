@@ -26,7 +26,7 @@ from jetkafka.errors import CommitFenced
 from jetkafka.events import Key
 
 if TYPE_CHECKING:
-    from jetkafka.channel.inbound import InboundChannel
+    from jetkafka.channel.internals import ChannelInternals
     from jetkafka.channel.partition import PartitionState
     from jetkafka.channel.partition_table import PartitionTable
 
@@ -37,7 +37,7 @@ class ChannelControls:
     """Pause, resume and reposition for ``channel``, over its partition ``table``; uses the
     fetcher, work queue and membership of the channel's current start."""
 
-    def __init__(self, channel: InboundChannel, table: PartitionTable) -> None:
+    def __init__(self, channel: ChannelInternals, table: PartitionTable) -> None:
         self._channel = channel
         self._table = table
         # What the pause markers in ZooKeeper last asked for (a pause through the API is not

@@ -47,7 +47,7 @@ from jetkafka.processors.base import BatchEventProcessor
 from jetkafka.processors.loading import load_processor
 
 if TYPE_CHECKING:
-    from jetkafka.channel.inbound import InboundChannel
+    from jetkafka.channel.internals import ChannelInternals
 
 log = logging.getLogger("jetkafka.hot_deploy")
 
@@ -169,7 +169,7 @@ class ConfigWatcher:
 class HotDeploy:
     """Watch ``channel``'s YAML file and move the channel onto each valid change."""
 
-    def __init__(self, channel: InboundChannel) -> None:
+    def __init__(self, channel: ChannelInternals) -> None:
         self._channel = channel
         self._watcher: ConfigWatcher | None = None
         self.reconfiguring = threading.Lock()

@@ -32,7 +32,7 @@ from jetkafka.events import Key
 
 if TYPE_CHECKING:
     from jetkafka.channel.controls import ChannelControls
-    from jetkafka.channel.inbound import InboundChannel
+    from jetkafka.channel.internals import ChannelInternals
     from jetkafka.channel.partition_table import PartitionTable
     from jetkafka.coordination.ownership import Lease
 
@@ -43,7 +43,7 @@ class PartitionLeases:
     """The leases of ``channel``'s partitions as they come and go, over its partition ``table``;
     uses the fetcher, work queue, membership and add-ons of the channel's current start, and ``controls`` to start a partition paused."""
 
-    def __init__(self, channel: InboundChannel, table: PartitionTable, controls: ChannelControls) -> None:
+    def __init__(self, channel: ChannelInternals, table: PartitionTable, controls: ChannelControls) -> None:
         self._channel = channel
         self._table = table
         self._controls = controls

@@ -17,7 +17,7 @@ def leased(topic: str, partition: int, budget: BufferBudget) -> PartitionState:
 
 
 def test_a_partition_taken_again_replaces_its_old_state_and_only_the_current_state_leaves() -> None:
-    table = PartitionTable()
+    table, budget = PartitionTable(), BufferBudget(100, 1 << 20)
     old = leased("t", 0, budget)
     assert table.adopt(old, budget, lambda s: None) is None
     new = leased("t", 0, budget)
@@ -49,7 +49,7 @@ def test_the_budget_follows_the_number_of_partitions_in_the_table() -> None:
 
 
 def test_a_partition_adopted_while_paused_is_paused_under_the_tables_lock() -> None:
-    table = PartitionTable()
+    table, budget = PartitionTable(), BufferBudget(100, 1 << 20)
     keys, states = table.mark_paused("t", 1)  # not leased yet
     assert (keys, states) == ([("t", 1)], [])
     seen: list[tuple[PartitionState, bool]] = []
@@ -74,7 +74,7 @@ def test_a_partition_adopted_while_paused_is_paused_under_the_tables_lock() -> N
 
 
 def test_resuming_a_topic_clears_the_pauses_of_its_partitions_leased_or_not() -> None:
-    table = PartitionTable()
+    table, budget = PartitionTable(), BufferBudget(100, 1 << 20)
     table.adopt(leased("t", 0, budget), budget, lambda s: None)
     table.mark_paused("t", 0)
     table.mark_paused("t", 5)
@@ -93,7 +93,7 @@ def test_a_pause_of_all_covers_partitions_taken_later_until_resumed() -> None:
 
 
 def test_waiting_for_the_table_to_empty_wakes_when_the_last_partition_leaves() -> None:
-    table = PartitionTable()
+    table, budget = PartitionTable(), BufferBudget(100, 1 << 20)
     state = leased("t", 0, budget)
     table.adopt(state, budget, lambda s: None)
     threading.Timer(0.1, table.drop, (state, budget)).start()
