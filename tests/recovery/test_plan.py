@@ -110,6 +110,16 @@ def test_spark_micro_batches_are_refused_as_recovery_processor() -> None:
 
 
 def test_a_separate_recovery_processor_cannot_commit_live_offsets() -> None:
-    context = RecoveryContext(SimpleNamespace(), None, None)  # type: ignore[arg-type]
+    sent: list[Any] = []
+    channel = SimpleNamespace(lease=lambda topic, partition: object(), commit_many=lambda *args: sent.append(args))
+    context = RecoveryContext(channel, None, None)  # type: ignore[arg-type]
     with pytest.raises(JetkafkaError, match="cannot commit live offsets"):
         context.commit({("orders", 0): 10})
+    # Every argument ChannelContext.commit takes is accepted, and refused the same way: a
+    # processor written for the live path gets this error, not a TypeError.
+    for expected in ({("orders", 0): 5}, {("orders", 0): None}):
+        with pytest.raises(JetkafkaError, match="cannot commit live offsets"):
+            context.commit({("orders", 0): 10}, None, None, expected)
+        with pytest.raises(JetkafkaError, match="cannot commit live offsets"):
+            context.commit({("orders", 0): 10}, extra=None, holds={}, expected=expected)
+    assert sent == []  # nothing reached the channel
