@@ -49,8 +49,15 @@ def test_record_json_round_trip_and_refusals() -> None:
     assert RecoveryRecord.decode(record.encode()) == record
     assert record.remaining == 20
     assert RecoveryRecord.decode(b'{"ranges": [[1, 2]]}') == RecoveryRecord(((1, 2),))
-    for bad in (b"nope", b"[1]", b'{"ranges": [[2, 1]]}', b'{"ranges": [], "lost": -1}', b'{"lost": "3"}'):
-        with pytest.raises(ValueError):
+    refusals = [
+        (b"nope", "not JSON"),
+        (b"[1]", "not a JSON object"),
+        (b'{"ranges": [[2, 1]]}', r"range \[2, 1\) is empty or negative"),
+        (b'{"ranges": [], "lost": -1}', "lost must be a whole number >= 0, got -1"),
+        (b'{"lost": "3"}', "lost must be a whole number >= 0, got '3'"),
+    ]
+    for bad, message in refusals:
+        with pytest.raises(ValueError, match=message):
             RecoveryRecord.decode(bad)
 
 
