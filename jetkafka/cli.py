@@ -145,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _register_missing_extra(
-    subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]", name: str, missing: MissingExtra
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str, missing: MissingExtra
 ) -> None:
     """``jetkafka NAME ...`` for a command whose extra is not installed: it says which, and exits 2.
 

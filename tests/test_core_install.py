@@ -75,7 +75,7 @@ def install_core(root: Path) -> Path:
     python = venv / "bin" / "python"
     done = subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", str(source)],
-        capture_output=True, text=True, timeout=240, env=venv_env(),
+        capture_output=True, text=True, timeout=240, env=venv_env(), check=False,
     )
     assert done.returncode == 0, f"pip install of the core failed:\n{done.stdout}\n{done.stderr}"
     return python
@@ -83,7 +83,7 @@ def install_core(root: Path) -> Path:
 
 def run_in(python: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(python), *args], capture_output=True, text=True, timeout=60, cwd=str(cwd), env=venv_env()
+        [str(python), *args], capture_output=True, text=True, timeout=60, cwd=str(cwd), env=venv_env(), check=False
     )
 
 
@@ -134,7 +134,7 @@ def test_a_core_install_consumes_and_commits_without_any_extra(
         wait_until(all_delivered, timeout=60, what=f"{RECORDS} records delivered")
         status = subprocess.run(
             [jetkafka, "status", "--config", str(config_path), "--json"],
-            capture_output=True, text=True, timeout=60, cwd=str(work), env=venv_env(),
+            capture_output=True, text=True, timeout=60, cwd=str(work), env=venv_env(), check=False,
         )
         assert status.returncode == 0, status.stderr
         assert len(json.loads(status.stdout)["instances"]) == 1
@@ -154,7 +154,7 @@ def test_a_core_install_consumes_and_commits_without_any_extra(
 
     shown = subprocess.run(
         [jetkafka, "offsets", "show", "--config", str(config_path), "--json"],
-        capture_output=True, text=True, timeout=60, cwd=str(work), env=venv_env(),
+        capture_output=True, text=True, timeout=60, cwd=str(work), env=venv_env(), check=False,
     )
     assert shown.returncode == 0, shown.stderr
     committed = {p["partition"]: p["committed"] for p in json.loads(shown.stdout)["partitions"]}

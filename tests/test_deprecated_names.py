@@ -19,7 +19,7 @@ def test_kafka_controller_is_process_session_with_a_deprecation_warning(module: 
 
 
 def test_from_import_of_the_old_name_warns_at_the_importing_line() -> None:
-    with pytest.warns(DeprecationWarning) as caught:
+    with pytest.warns(DeprecationWarning, match="KafkaController is deprecated") as caught:
         from jetkafka import KafkaController  # noqa: F401
     assert caught[0].filename == __file__
 

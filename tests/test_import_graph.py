@@ -61,8 +61,9 @@ def import_graph() -> dict[str, set[str]]:
             else:
                 base = _base(name, is_package, node)
                 targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
-            for target in targets:
+            for named in targets:
                 # "import a.b.c" names a.b.c; a name that is not a module leaves its module.
+                target = named
                 while target and target not in modules:
                     target = target.rpartition(".")[0]
                 if target and target != name:

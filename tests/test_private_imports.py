@@ -61,7 +61,7 @@ def dotted(node: ast.expr) -> list[str] | None:
         return [node.id]
     if isinstance(node, ast.Attribute):
         head = dotted(node.value)
-        return None if head is None else head + [node.attr]
+        return None if head is None else [*head, node.attr]
     return None
 
 

@@ -400,7 +400,7 @@ def auto_driver_memory() -> str:
         import psutil
 
         total_mb = psutil.virtual_memory().total // (1024 * 1024)
-    except Exception:  # no psutil or no /proc: a size that fits any development machine
+    except Exception:  # noqa: BLE001 - no psutil, no /proc or an unknown platform: a size that fits any development machine
         return "2g"
     mb = max(DRIVER_MEMORY_MIN_MB, min(DRIVER_MEMORY_MAX_MB, total_mb // 4))
     return f"{mb // 1024}g" if mb % 1024 == 0 else f"{mb}m"

@@ -24,7 +24,8 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol
+from functools import partial
+from typing import ClassVar, Protocol
 
 from kazoo.client import KazooClient, KazooState
 
@@ -63,8 +64,9 @@ class ProcessSession:
     members on kazoo's connection thread.
     """
 
-    _shared: dict[tuple[str, str | None], ProcessSession] = {}
-    _shared_lock = threading.Lock()
+    # One registry for the whole process, not one per instance.
+    _shared: ClassVar[dict[tuple[str, str | None], ProcessSession]] = {}
+    _shared_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, config: ZooKeeperConfig) -> None:
         self.config = config
@@ -114,7 +116,8 @@ class ProcessSession:
 
     @property
     def connected(self) -> bool:
-        return self.client.state == KazooState.CONNECTED
+        # kazoo is untyped: its states are plain strings.
+        return bool(self.client.state == KazooState.CONNECTED)
 
     def start(self) -> None:
         start_client(self.client, self.config)
@@ -182,7 +185,7 @@ class ProcessSession:
                 del self._due[m]
         for member, reason in ready:
             self.rebalances += 1
-            self._safely(lambda m=member, r=reason: m.rebalance(r), f"rebalance of {member.name}")
+            self._safely(partial(member.rebalance, reason), f"rebalance of {member.name}")
 
     def _safely(self, fn: Callable[[], None], what: str) -> None:
         try:

@@ -26,13 +26,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from prometheus_client import utils as prometheus_utils
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
-from prometheus_client.utils import floatToGoString
 
 from jetkafka.channel.stats import DurationHistogram, PartitionFigures
 from jetkafka.events import Key
@@ -41,6 +41,10 @@ if TYPE_CHECKING:
     from jetkafka.channel.running import RunningChannel
 
 log = logging.getLogger(__name__)
+
+# A histogram bucket's upper bound as Prometheus writes its `le` label ("0.5", "+Inf"): the
+# client's own formatter, which its package leaves without annotations.
+_bucket_bound = cast(Callable[[float], str], prometheus_utils.floatToGoString)
 
 ZOOKEEPER_STATES = ("CONNECTED", "SUSPENDED", "LOST")
 PARTITION_LABELS = ("group", "topic", "partition")
@@ -116,7 +120,7 @@ class ChannelMetrics:
                 return
             try:
                 fresh[(topic, partition)] = self.channel.watermarks(topic, partition, timeout=5.0)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - this thread has no other handler: any failure keeps the old values
                 # One line per outage, not one per partition and interval.
                 if not self._failing:
                     log.warning("%s[%d]: watermark look-up failed, lag metrics keep old values: %s", topic, partition, exc)
@@ -164,7 +168,8 @@ class ChannelMetrics:
 _P, _I = PARTITION_LABELS, INSTANCE_LABELS
 
 # key: (family class, name, help, labels). The reference in docs/operations.md follows this table.
-FAMILIES: dict[str, tuple[type[Metric], str, str, tuple[str, ...]]] = {
+FamilyClass = type[CounterMetricFamily] | type[GaugeMetricFamily] | type[HistogramMetricFamily]
+FAMILIES: dict[str, tuple[FamilyClass, str, str, tuple[str, ...]]] = {
     "events": (
         CounterMetricFamily,
         "jetkafka_partition_events_consumed",
@@ -243,15 +248,19 @@ FAMILIES: dict[str, tuple[type[Metric], str, str, tuple[str, ...]]] = {
     "refused": (
         CounterMetricFamily,
         "jetkafka_commits_refused",
-        "Offset commits that did not happen because this instance no longer held the partition, by cause: "
-        "fenced (another owner), session_expired, not_held (lost here first), dropped (pending when lost).",
+        (
+            "Offset commits that did not happen because this instance no longer held the partition, by cause: "
+            "fenced (another owner), session_expired, not_held (lost here first), dropped (pending when lost)."
+        ),
         (*_I, "cause"),
     ),
     "lost": (
         CounterMetricFamily,
         "jetkafka_events_lost",
-        "Events this group will not process, by reason: retention (deleted unread), skipped "
-        "(on_out_of_range: latest), truncated (processed, then gone from the log).",
+        (
+            "Events this group will not process, by reason: retention (deleted unread), skipped "
+            "(on_out_of_range: latest), truncated (processed, then gone from the log)."
+        ),
         (*_I, "reason"),
     ),
     "updated": (
@@ -305,7 +314,7 @@ def _add(f: dict[str, Any], view: ChannelView, seen: set[tuple[str, str, int]]) 
             f["batches"].add_metric([*labels, kind], n)
         for kind, n in sorted(p.figures.errors.items()):
             f["errors"].add_metric([*labels, kind], n)
-        buckets = [(floatToGoString(bound), count) for bound, count in p.figures.batch_seconds.cumulative()]
+        buckets = [(_bucket_bound(bound), count) for bound, count in p.figures.batch_seconds.cumulative()]
         f["duration"].add_metric(labels, buckets, p.figures.batch_seconds.total)
         if p.committed is not None:
             f["committed"].add_metric(labels, p.committed)

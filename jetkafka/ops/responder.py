@@ -172,9 +172,14 @@ class CommandResponder:
                 self._retry(job)
 
     def _retry(self, job: Job) -> None:
-        timer = threading.Timer(RETRY_S, lambda: self._active and self._jobs.put(job))
+        timer = threading.Timer(RETRY_S, self._requeue, args=(job,))
         timer.daemon = True
         timer.start()
+
+    def _requeue(self, job: Job) -> None:
+        # On the retry timer's thread: a responder stopped meanwhile takes no more jobs.
+        if self._active:
+            self._jobs.put(job)
 
     def _handle(self, job: Job) -> None:
         kind, arg = job
@@ -281,7 +286,7 @@ class CommandResponder:
         except CommitFenced:
             log.info("%s[%d]: reset %s left to the partition's new owner", topic, p, command.id)
             return True
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever stopped the move is reported on the command and retried
             self._report(command.id, p, f"{self._channel.consumer_id}: {type(exc).__name__}: {exc}")
             log.warning("%s[%d]: reset %s to offset %d not applied yet: %s", topic, p, command.id, target, exc)
             return False

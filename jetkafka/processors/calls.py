@@ -47,7 +47,7 @@ def deliver_batch(processor: BatchEventProcessor, source: PartitionSource, event
             )
     except PartitionLost as exc:
         return BatchEnd(lost=exc)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - user code may raise anything: the caller's failure policy decides
         return BatchEnd(failure=exc)
     return BatchEnd(response=response)
 
@@ -58,6 +58,6 @@ def call_hook(
     """``processor.<name>(*args)``; None, after ``failed(name, error)``, if it raised."""
     try:
         return getattr(processor, name)(*args)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - user code may raise anything: reported to `failed`, never fatal
         failed(name, exc)
         return None

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-from jetkafka.config.fields import Invalid
 from jetkafka.config.checks import check_class_path
+from jetkafka.config.fields import Invalid
 from jetkafka.config.schema import ProcessorConfig
 from jetkafka.errors import MissingExtra, ProcessorError
 from jetkafka.processors.base import BatchEventProcessor

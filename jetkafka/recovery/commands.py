@@ -32,7 +32,7 @@ from jetkafka.ops.command_line import (
     print_json,
 )
 from jetkafka.recovery import ranges as rng
-from jetkafka.recovery.ledger import RecoveryLedger, RecoveryRecord
+from jetkafka.recovery.ledger import Change, RecoveryLedger, RecoveryRecord
 
 __all__ = ["PartitionRecovery", "cancel_recovery", "list_recovery", "register"]
 
@@ -90,6 +90,17 @@ def list_recovery(config: JetkafkaConfig, topics: Sequence[str] | None = None) -
     return out
 
 
+def _cancelling(seen: list[RecoveryRecord]) -> Change:
+    """A ledger change that removes every range, appending each record it is applied to to
+    ``seen``: after a lost race it is applied again, so the last one is what the cancel removed."""
+
+    def cancel(record: RecoveryRecord) -> RecoveryRecord:
+        seen.append(record)
+        return replace(record, ranges=())
+
+    return cancel
+
+
 def cancel_recovery(
     config: JetkafkaConfig, topics: Sequence[str] | None = None, partitions: Sequence[int] | None = None
 ) -> list[PartitionRecovery]:
@@ -108,13 +119,8 @@ def cancel_recovery(
                 if partitions is not None and p not in partitions:
                     continue
                 seen: list[RecoveryRecord] = []
-
-                def cancel(record: RecoveryRecord) -> RecoveryRecord:
-                    seen.append(record)  # the last one is what the cancel removed
-                    return replace(record, ranges=())
-
                 try:
-                    ledger.update((topic, p), cancel)
+                    ledger.update((topic, p), _cancelling(seen))
                 except ValueError as exc:
                     out.append(PartitionRecovery(topic, p, owned.get(p), RecoveryRecord(), str(exc)))
                     continue

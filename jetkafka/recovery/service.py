@@ -35,9 +35,11 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from kazoo.client import TransactionRequest
 from kazoo.exceptions import KazooException
 
 from jetkafka.channel.add_ons import ChannelAddOn
@@ -45,6 +47,7 @@ from jetkafka.channel.context import ChannelContext
 from jetkafka.coordination.errors import CommitUncertain
 from jetkafka.coordination.ownership import Lease
 from jetkafka.errors import CommitFenced, ConfigError, ConnectError, JetkafkaError
+from jetkafka.events import Key
 from jetkafka.processors.base import BatchEventProcessor
 from jetkafka.processors.loading import load_processor
 from jetkafka.recovery import ranges as rng
@@ -115,7 +118,18 @@ def _refuse_live_committers(channel: RunningChannel, processor: BatchEventProces
 class RecoveryContext(ChannelContext):
     """The context of a separate recovery processor: everything but committing live offsets."""
 
-    def commit(self, offsets: Any, extra: Any = None, holds: Any = None) -> None:
+    def commit(
+        self,
+        offsets: Mapping[Key, int],
+        extra: Callable[[TransactionRequest], None] | None = None,
+        holds: Mapping[Key, Lease] | None = None,
+        expected: Mapping[Key, int | None] | None = None,
+    ) -> None:
+        """Refused, whatever the arguments: raises :class:`JetkafkaError` and writes nothing.
+
+        It takes the arguments of :meth:`ChannelContext.commit` (``expected`` included) so that
+        a processor written for the live path gets this refusal, not a ``TypeError``.
+        """
         raise JetkafkaError(
             "a recovery processor cannot commit live offsets (ChannelContext.commit); return "
             "BatchResponse.advance() or call source.commit(offset) to store recovery progress"

@@ -121,10 +121,10 @@ class RecoveryWorker:
             self._wake.set()
             deadline = time.monotonic() + timeout
             while lease.key in self._removed and self._thread is not None:
-                if not self._cond.wait(max(0.0, min(0.5, deadline - time.monotonic()))):
-                    if time.monotonic() >= deadline:
-                        log.error("%s[%d]: recovery batch still in hand after %.0f s", *lease.key, timeout)
-                        return
+                woken = self._cond.wait(max(0.0, min(0.5, deadline - time.monotonic())))
+                if not woken and time.monotonic() >= deadline:
+                    log.error("%s[%d]: recovery batch still in hand after %.0f s", *lease.key, timeout)
+                    return
 
     # -- the thread ---------------------------------------------------------------------------
 

@@ -14,13 +14,15 @@ importing this package raises :class:`~jetkafka.errors.MissingExtra`.
 
 from jetkafka.extras import require_extra
 
+# Before the package's imports, so that without the extra the error names it and its install
+# command rather than a third-party module (tests/test_extras.py).
 require_extra("spark", __name__)
 
-from jetkafka.spark.fence import BatchFence, StaleWriter
-from jetkafka.spark.microbatch import SparkMicroBatchProcessor, resolve_function
-from jetkafka.spark.publish import SinkError
-from jetkafka.spark.session import SparkSessionError, build_session
-from jetkafka.spark.sinks import ParquetSink, Publication, StagedWrite
+from jetkafka.spark.fence import BatchFence, StaleWriter  # noqa: E402 - after require_extra on purpose
+from jetkafka.spark.microbatch import SparkMicroBatchProcessor, resolve_function  # noqa: E402 - after require_extra on purpose
+from jetkafka.spark.publish import SinkError  # noqa: E402 - after require_extra on purpose
+from jetkafka.spark.session import SparkSessionError, build_session  # noqa: E402 - after require_extra on purpose
+from jetkafka.spark.sinks import ParquetSink, Publication, StagedWrite  # noqa: E402 - after require_extra on purpose
 
 __all__ = [
     "BatchFence",

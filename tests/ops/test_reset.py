@@ -27,7 +27,7 @@ HOUR_AGO_MS = int(time.time() * 1000) - 3_600_000
 
 
 def iso(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).isoformat().replace("+00:00", "Z")
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat().replace("+00:00", "Z")
 
 
 def produce_at(kafka_config: dict[str, Any], topic: str, records: list[tuple[int, int, int | None]]) -> None:
@@ -137,7 +137,7 @@ def test_a_command_id_applies_once_even_when_repeated(
     assert again.applied == first.applied  # the first run's markers, nothing new
     assert offsets(zk, topic) == {0: 10, 1: 10}  # "once" did not move anything back
 
-    with pytest.raises(ResetError, match="already names a reset of .* to earliest"):
+    with pytest.raises(ResetError, match=r"already names a reset of .* to earliest"):
         reset_offsets(config, topic, "latest", command_id="once")
 
 
@@ -219,7 +219,7 @@ def test_reset_to_a_time_under_load_with_two_instances(
         wait_until(
             lambda: sum(offsets(zk, topic).values()) == 800 + produced, timeout=60, what="everything committed"
         )
-        for channel, recorder, mark in zip(channels, recorders, marks):
+        for channel, recorder, mark in zip(channels, recorders, marks, strict=True):
             with recorder.lock:
                 after = recorder.delivered[mark:]
             for _, p in channel.owned_partitions():
@@ -229,7 +229,7 @@ def test_reset_to_a_time_under_load_with_two_instances(
                 assert resumed == list(range(100, total)), f"partition {p}: gaps or repeats after the reset"
             ids_after = [int(v) for *_, v in after]
             assert not [i for i in ids_after if i < 400], "records from before the reset time were re-delivered"
-        redelivered = {int(v) for r, m in zip(recorders, marks) for *_, v in r.delivered[m:]}
+        redelivered = {int(v) for r, m in zip(recorders, marks, strict=True) for *_, v in r.delivered[m:]}
         assert set(range(400, 800)) <= redelivered
     finally:
         for channel in channels:
@@ -326,7 +326,7 @@ def test_parse_target() -> None:
     assert parse_target("1970-01-01T00:00:01Z").spec == "time:1000"
     assert parse_target("1970-01-01T01:00:01+01:00").spec == "time:1000"
     assert parse_target("1970-01-01 00:00:01").spec == "time:1000"  # no zone: UTC
-    assert parse_target(dt.datetime(1970, 1, 1, 0, 0, 2, tzinfo=dt.timezone.utc)).spec == "time:2000"
+    assert parse_target(dt.datetime(1970, 1, 1, 0, 0, 2, tzinfo=dt.UTC)).spec == "time:2000"
     with pytest.raises(ResetError):
         parse_target(-1)
 

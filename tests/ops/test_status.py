@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def jetkafka(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "jetkafka", *args], cwd=REPO, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "jetkafka", *args], cwd=REPO, capture_output=True, text=True, timeout=120, check=False
     )
 
 

@@ -97,7 +97,7 @@ def test_counters_survive_and_a_malformed_node_is_left_alone(zk: KazooClient) ->
     zk.set(ledger.path(*KEY), b'{"ranges": [[5, 1]]}')
     with pytest.raises(ValueError, match="malformed recovery node"):
         ledger.read(*KEY)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="malformed recovery node"):
         ledger.update(KEY, done((0, 10)), a)
     assert zk.get(ledger.path(*KEY))[0] == b'{"ranges": [[5, 1]]}'
     assert RecoveryRecord.decode(snap.record.encode()) == snap.record

@@ -49,8 +49,15 @@ def test_record_json_round_trip_and_refusals() -> None:
     assert RecoveryRecord.decode(record.encode()) == record
     assert record.remaining == 20
     assert RecoveryRecord.decode(b'{"ranges": [[1, 2]]}') == RecoveryRecord(((1, 2),))
-    for bad in (b"nope", b"[1]", b'{"ranges": [[2, 1]]}', b'{"ranges": [], "lost": -1}', b'{"lost": "3"}'):
-        with pytest.raises(ValueError):
+    refusals = [
+        (b"nope", "not JSON"),
+        (b"[1]", "not a JSON object"),
+        (b'{"ranges": [[2, 1]]}', r"range \[2, 1\) is empty or negative"),
+        (b'{"ranges": [], "lost": -1}', "lost must be a whole number >= 0, got -1"),
+        (b'{"lost": "3"}', "lost must be a whole number >= 0, got '3'"),
+    ]
+    for bad, message in refusals:
+        with pytest.raises(ValueError, match=message):
             RecoveryRecord.decode(bad)
 
 
@@ -110,6 +117,16 @@ def test_spark_micro_batches_are_refused_as_recovery_processor() -> None:
 
 
 def test_a_separate_recovery_processor_cannot_commit_live_offsets() -> None:
-    context = RecoveryContext(SimpleNamespace(), None, None)  # type: ignore[arg-type]
+    sent: list[Any] = []
+    channel = SimpleNamespace(lease=lambda topic, partition: object(), commit_many=lambda *args: sent.append(args))
+    context = RecoveryContext(channel, None, None)  # type: ignore[arg-type]
     with pytest.raises(JetkafkaError, match="cannot commit live offsets"):
         context.commit({("orders", 0): 10})
+    # Every argument ChannelContext.commit takes is accepted, and refused the same way: a
+    # processor written for the live path gets this error, not a TypeError.
+    for expected in ({("orders", 0): 5}, {("orders", 0): None}):
+        with pytest.raises(JetkafkaError, match="cannot commit live offsets"):
+            context.commit({("orders", 0): 10}, None, None, expected)
+        with pytest.raises(JetkafkaError, match="cannot commit live offsets"):
+            context.commit({("orders", 0): 10}, extra=None, holds={}, expected=expected)
+    assert sent == []  # nothing reached the channel

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 
@@ -73,8 +74,18 @@ def test_cap_keeps_the_newest_part() -> None:
 def test_parse_accepts_normal_json_and_refuses_the_rest() -> None:
     assert rng.parse([[0, 10], [12, 20]]) == ((0, 10), (12, 20))
     assert rng.parse([]) == ()
-    for bad in ([[0, 10], [10, 20]], [[5, 10], [0, 2]], [[3, 3]], [[-1, 2]], [[0, "9"]], [[0, True]], [[1]], {"a": 1}):
-        with pytest.raises(ValueError):
+    refusals: list[tuple[Any, str]] = [
+        ([[0, 10], [10, 20]], "are not sorted, disjoint and non-adjacent"),  # adjacent
+        ([[5, 10], [0, 2]], "are not sorted, disjoint and non-adjacent"),
+        ([[3, 3]], "is empty or negative"),
+        ([[-1, 2]], "is empty or negative"),
+        ([[0, "9"]], "is not a pair of integer offsets"),
+        ([[0, True]], "is not a pair of integer offsets"),
+        ([[1]], "is not a pair of integer offsets"),
+        ({"a": 1}, r"ranges must be a list of \[start, end\] pairs, got dict"),
+    ]
+    for bad, message in refusals:
+        with pytest.raises(ValueError, match=message):
             rng.parse(bad)
 
 

@@ -70,7 +70,7 @@ def test_wait_blocks_until_the_debt_is_paid_and_stops_early() -> None:
 
 
 def test_rejects_nonsense() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="rate and burst must be > 0, got rate=0 burst=10"):
         TokenBucket(0, 10)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="rate and burst must be > 0, got rate=10 burst=0"):
         TokenBucket(10, 0)
