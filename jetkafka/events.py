@@ -16,6 +16,12 @@ if TYPE_CHECKING:
 Key = tuple[str, int]
 
 
+def offset_of(message: Message) -> int:
+    """The offset of a fetched record. confluent_kafka types it as optional (a message may
+    carry a consumer error instead); records the fetcher hands on always have one."""
+    return cast(int, message.offset())
+
+
 class Event:
     """One Kafka record: ``topic``, ``partition``, ``offset``, ``key``, ``value``, ``timestamp``
     (milliseconds since the epoch, or None), ``headers`` (list of ``(name, bytes)``, possibly

@@ -120,7 +120,7 @@ _standard: StandardAddOns | None = None
 
 def provide_standard_add_ons(factory: StandardAddOns) -> None:
     """Name what builds the standard add-ons (called once, by :mod:`jetkafka.assembly`)."""
-    global _standard
+    global _standard  # noqa: PLW0603 - the one slot the composition root fills, once
     _standard = factory
 
 

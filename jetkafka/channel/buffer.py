@@ -26,6 +26,8 @@ from collections import deque
 from itertools import accumulate, islice
 from typing import TYPE_CHECKING
 
+from jetkafka.events import offset_of
+
 if TYPE_CHECKING:
     from confluent_kafka import Message
 
@@ -67,9 +69,9 @@ class PartitionBuffer:
         with self.lock:
             if self.seek_pending or self.closed:
                 return False
-            if run[0].offset() < self.fetch_next:
+            if offset_of(run[0]) < self.fetch_next:
                 # Re-delivered after a pause/resume of the fetch: keep offsets strictly rising.
-                run = [m for m in run if m.offset() >= self.fetch_next]
+                run = [m for m in run if offset_of(m) >= self.fetch_next]
                 if not run:
                     return False
             size = sum(map(len, run))
@@ -77,7 +79,7 @@ class PartitionBuffer:
             self.buffered += len(run)
             self.buffered_bytes += size
             self.budget.added(len(run), size)
-            self.fetch_next = run[-1].offset() + 1
+            self.fetch_next = offset_of(run[-1]) + 1
             k = self.PAUSE_FACTOR
             full = self.buffered >= k * self.buffer_max_events or self.buffered_bytes >= k * self.buffer_max_bytes
             if full and not self.fetch_paused and self.budget.spent():

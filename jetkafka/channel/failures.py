@@ -22,7 +22,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from jetkafka.backoff import backoff_ms
-from jetkafka.channel.dead_letter import DeadLetterError, DeadLetterSink
+from jetkafka.channel.dead_letter import DeadLetterSink
+from jetkafka.channel.errors import DeadLetterError
 from jetkafka.channel.partition import PartitionState
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ import queue
 import threading
 from collections.abc import Callable, Mapping
 from itertools import groupby
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
@@ -225,10 +225,10 @@ class Fetcher:
             # (map, count, groupby), since this is the fetcher's work for every event.
             parts = list(map(_partition_of, msgs))
             if parts.count(parts[0]) == len(parts):
-                self._flush((topic, parts[0]), msgs)
+                self._flush((topic, cast(int, parts[0])), msgs)
             else:
-                for partition, run in groupby(msgs, key=_partition_of):
-                    self._flush((topic, partition), list(run))
+                for partition, group in groupby(msgs, key=_partition_of):
+                    self._flush((topic, cast(int, partition)), list(group))
             return
         run: list[Any] = []
         run_key: Key | None = None
@@ -238,7 +238,7 @@ class Fetcher:
                 run, run_key = [], None
                 self._on_error(m)
                 continue
-            key = (m.topic(), m.partition())
+            key = (cast(str, m.topic()), cast(int, m.partition()))
             if key != run_key:
                 self._flush(run_key, run)
                 run, run_key = [], key

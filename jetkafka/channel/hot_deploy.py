@@ -180,8 +180,11 @@ class HotDeploy:
         if not os.path.isfile(path):
             raise ConfigError(str(path), "", "cannot watch: not a file", "pass the YAML file the channel runs on")
         if self._watcher is None:
-            self._watcher = ConfigWatcher(path, self.reconfigure)
+            self._watcher = ConfigWatcher(path, self._apply)
             self._watcher.start()
+
+    def _apply(self, new: JetkafkaConfig) -> None:
+        self.reconfigure(new)  # the outcome is logged there; the watcher needs none
 
     def stop_watching(self) -> None:
         if self._watcher is not None:

@@ -74,7 +74,7 @@ class PartitionLeases:
         fresh = [lease for lease in leases if lease.committed is None]
         try:
             starts = commit_start_offsets(fresh, fetcher, membership.offsets, cfg.auto_offset_reset, channel._committed)
-        except Exception as exc:  # the look-up of the log ends failed: nothing was committed
+        except Exception as exc:  # noqa: BLE001 - any failure of the look-up: nothing was committed, the leases are given up
             if fresh:
                 log.error(
                     "cannot look up where %s start (%s: %s); giving them up, to be taken again at a later rebalance",
@@ -95,7 +95,7 @@ class PartitionLeases:
             else:  # an add-on may start it elsewhere (recovery: a backlog over max_partition_lag)
                 try:
                     offset = channel._add_ons.start_offset(lease)
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 - an add-on's failure gives the partition up, logged
                     log.error(
                         "%s[%d]: start-offset check (recovery) at committed offset %s failed (%s: %s); giving the partition up, "
                         "to be taken again at a later rebalance",

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from jetkafka.channel.buffer import PartitionBuffer
 from jetkafka.errors import CommitFenced
+from jetkafka.events import offset_of
 
 if TYPE_CHECKING:
     from confluent_kafka import Message
@@ -114,7 +115,7 @@ class PartitionState:
     def unread(self, messages: list[Message]) -> None:
         """By the worker holding the turn: put the tail of a batch back (a seek inside the batch)."""
         self.buffer.unread(messages)
-        self.position = messages[0].offset()
+        self.position = offset_of(messages[0])
 
     def remove(self) -> None:
         """The partition left the channel: nothing more is buffered or appended, and moves

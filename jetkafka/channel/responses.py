@@ -290,7 +290,7 @@ class ResponseHandler:
             log.warning("%s[%d]: reposition to offset %d not confirmed (%s); trying again before any batch",
                         state.topic, state.partition, move.offset, exc)
             return
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the move fails with whatever refused it; its waiter gets the error
             # A retry whose first attempt had landed: the offset node was adopted at the target
             # and the transaction's own checks (a reset's marker) now refuse it again.
             if not (move.uncertain and state.committed == move.offset):

@@ -53,7 +53,7 @@ class DurationHistogram:
     def cumulative(self) -> list[tuple[float, int]]:
         """``(upper bound, observations <= bound)`` per bucket, ending with ``(inf, count)``."""
         out, running = [], 0
-        for bound, n in zip((*BATCH_SECONDS_BUCKETS, float("inf")), self.counts):
+        for bound, n in zip((*BATCH_SECONDS_BUCKETS, float("inf")), self.counts, strict=True):
             running += n
             out.append((bound, running))
         return out

@@ -29,7 +29,7 @@ from jetkafka.channel.failures import FailurePolicy
 from jetkafka.channel.partition import PartitionState
 from jetkafka.channel.responses import ResponseHandler
 from jetkafka.errors import PartitionLost
-from jetkafka.events import EventBatch, PartitionSource
+from jetkafka.events import EventBatch, PartitionSource, offset_of
 from jetkafka.processors.base import BatchEventProcessor, BatchResponse, ResponseKind
 from jetkafka.processors.calls import deliver_batch
 
@@ -135,7 +135,7 @@ class BatchRunner:
                 self.fetcher.resume(state.key)
             if not batch:
                 return
-        head, last = batch[0].offset(), batch[-1].offset()
+        head, last = offset_of(batch[0]), offset_of(batch[-1])
         source = self.responses.source(state, head, last + 1)
         started = time.perf_counter()
         end = deliver_batch(self.processor, source, EventBatch(batch))

@@ -56,7 +56,7 @@ def test_add_ons_given_replace_the_standard_ones() -> None:
 
 
 class Recorder(ChannelAddOn):
-    def __init__(self, name: str, calls: list[str], offset: int | None | str = "same", fail: bool = False) -> None:
+    def __init__(self, name: str, calls: list[str], offset: int | str | None = "same", fail: bool = False) -> None:
         self.name, self.calls, self.offset, self.fail = name, calls, offset, fail
 
     def start(self, channel: Any, processor: BatchEventProcessor) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from typing import Any
@@ -232,5 +233,5 @@ def test_commits_never_go_back_while_advances_cross_the_interval(
     assert proc.count() == 5000
     landed = [c for c in proc.landed if c is not None]
     assert len(set(landed)) > 20, "too few commits landed while batches ran to show anything"
-    backwards = [(a, b) for a, b in zip(landed, landed[1:]) if b < a]
+    backwards = [(a, b) for a, b in itertools.pairwise(landed) if b < a]
     assert backwards == [], f"an older offset landed after a newer one: {backwards[:5]}"

@@ -121,7 +121,7 @@ def test_runs_of_several_partitions_in_one_fetch_reach_each_buffer_in_order(
     script = [
         at(0, 0, 1) + at(1, 0) + at(0, 2) + at(2, 0, 1),  # interleaved partitions
         at(1, 1, 2, 3),  # one partition
-        at(2, 2) + [transport] + at(2, 3),  # an error between two messages of one partition
+        [*at(2, 2), transport, *at(2, 3)],  # an error between two messages of one partition
     ]
     with held_partitions(zk_connect, kafka_config, topic, {0: 0, 1: 0, 2: 0}) as (fetcher, recording, states):
         scripted = ScriptedConsumer(recording, script)

@@ -158,7 +158,9 @@ def test_pause_and_resume_from_the_shell(tmp_path, zk_connect, kafka_config, top
     proc = RecordingProcessor()
 
     def jetkafka(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "jetkafka", *args], capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "jetkafka", *args], check=False, capture_output=True, text=True, timeout=60
+        )
 
     with InboundChannel.from_yaml(path, processor=proc) as channel:
         wait_until(lambda: len(channel.owned_partitions()) == 2)
@@ -187,7 +189,7 @@ def test_instance_started_while_group_paused_starts_paused(
     path = tmp_path / "channel.yaml"
     write_config(path, base(zk_connect, kafka_config, topic))
     produce(topic, values(10, 1))
-    assert subprocess.run([sys.executable, "-m", "jetkafka", "pause", "--config", str(path)], timeout=60).returncode == 0
+    assert subprocess.run([sys.executable, "-m", "jetkafka", "pause", "--config", str(path)], check=False, timeout=60).returncode == 0
     proc = RecordingProcessor()
     with InboundChannel.from_yaml(path, processor=proc) as channel:
         wait_until(lambda: len(channel.owned_partitions()) == 1)

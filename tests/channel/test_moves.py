@@ -3,6 +3,7 @@ turn does: a release racing the reset, batches on both sides of it, a pause, a h
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -134,11 +135,11 @@ def test_a_reset_of_a_busy_partition_is_told_to_the_processor_between_two_batche
     assert moved_to == 7 and old is not None and old <= moved_from
     # Batches chain up to the move, the first one after it starts at the new offset, and they
     # chain again from there to the end: nothing of the old position after the callback.
-    before, after = [c for c in calls[:i]], [c for c in calls[i + 1 :]]
+    before, after = list(calls[:i]), list(calls[i + 1 :])
     assert before[0][1] == 0 and before[-1][2] + 1 == moved_from
-    assert all(a[2] + 1 == b[1] for a, b in zip(before, before[1:]))
+    assert all(a[2] + 1 == b[1] for a, b in itertools.pairwise(before))
     assert after[0][1] == 7 and after[-1][2] == 2999
-    assert all(a[2] + 1 == b[1] for a, b in zip(after, after[1:]))
+    assert all(a[2] + 1 == b[1] for a, b in itertools.pairwise(after))
     assert committed_offsets(zk, "g", topic) == {0: 3000}
 
 
@@ -272,7 +273,7 @@ def test_a_reset_whose_commit_landed_without_an_answer_is_completed_not_undone(
     assert [calls[i] for i in moves] == [("reposition", 100, 10)]
     after = calls[moves[0] + 1 :]
     assert after[0][1] == 10 and after[-1][2] == 109
-    assert all(a[2] + 1 == b[1] for a, b in zip(after, after[1:]))
+    assert all(a[2] + 1 == b[1] for a, b in itertools.pairwise(after))
 
 
 def test_a_reset_still_unconfirmed_when_the_partition_is_lost_answers_its_waiter(
