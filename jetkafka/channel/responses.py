@@ -71,13 +71,17 @@ class ResponseHandler:
 
     def call(self, state: PartitionState, name: str, *args: Any) -> Any:
         """Call a non-batch callback; an exception there is logged and counted, never fatal."""
+        return call_hook(self.processor, name, *args, failed=self.hook_failed(state))
+
+    def hook_failed(self, state: PartitionState) -> Callable[[str, Exception], None]:
+        """What a callback of ``state``'s partition that raised is reported to: logged and counted."""
 
         def failed(hook: str, exc: Exception) -> None:
             self.stats.error(state.key, f"{hook}_raised")
             log.error("%s[%d] offset %d: %s raised %s", state.topic, state.partition, state.position, hook,
                       type(exc).__name__, exc_info=exc)
 
-        return call_hook(self.processor, name, *args, failed=failed)
+        return failed
 
     # -- responses and commits ---------------------------------------------------------------
 

@@ -31,7 +31,7 @@ from jetkafka.channel.responses import ResponseHandler
 from jetkafka.errors import PartitionLost
 from jetkafka.events import EventBatch, PartitionSource, offset_of
 from jetkafka.processors.base import BatchEventProcessor, BatchResponse, ResponseKind
-from jetkafka.processors.calls import deliver_batch
+from jetkafka.processors.calls import ask_on_exception, deliver_batch
 
 if TYPE_CHECKING:
     from jetkafka.channel.fetcher import Fetcher
@@ -157,22 +157,13 @@ class BatchRunner:
 
     def _failed(self, state: PartitionState, source: PartitionSource, batch: list[Any], exc: Exception) -> None:
         state.error_attempts += 1
-        log.error(
-            "%s[%d]: processor failed on offsets %d..%d (attempt %d): %s: %s",
-            state.topic,
-            state.partition,
-            batch[0].offset(),
-            batch[-1].offset(),
-            state.error_attempts,
-            type(exc).__name__,
-            exc,
-            exc_info=exc if state.error_attempts == 1 else None,
+        response = ask_on_exception(
+            self.processor, source, batch, exc, state.error_attempts, log=log, failed=self.responses.hook_failed(state)
         )
-        response = self.responses.call(state, "on_exception", source, exc)
         if response is not None:
             # The processor decided (e.g. advance = skip the batch): follow it.
             self.failures.succeeded(state, batch)
-            self.responses.apply(state, response, batch[-1].offset() + 1)
+            self.responses.apply(state, response, offset_of(batch[-1]) + 1)
             return
         given_up = self.failures.failed(state, batch, exc)
         if given_up is not None:

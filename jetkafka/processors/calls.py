@@ -9,6 +9,8 @@ so both treat a processor the same way:
   :class:`~jetkafka.errors.PartitionLost` (nothing of the batch counts; the caller drops the
   partition) or a failure (any other exception, a response that is not a
   :class:`BatchResponse`: the caller's failure policy decides, with ``on_exception`` first);
+- :func:`ask_on_exception` reports a failed batch (the traceback once, at its first attempt)
+  and asks ``on_exception`` what to do: a response to follow, or None for the failure policy;
 - :func:`call_hook` calls any other callback (``on_exception``, ``on_batch_processed``,
   ``on_idle``, ``on_reposition``, ``on_stream_termination``): an exception there is reported
   to the caller's ``failed`` and the call answers None, never fatal to a worker.
@@ -19,12 +21,13 @@ Neither catches ``BaseException`` beyond ``Exception``: a ``KeyboardInterrupt`` 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from jetkafka.errors import PartitionLost
-from jetkafka.events import EventBatch, PartitionSource
+from jetkafka.events import EventBatch, PartitionSource, offset_of
 from jetkafka.processors.base import BatchEventProcessor, BatchResponse
 
 
@@ -50,6 +53,37 @@ def deliver_batch(processor: BatchEventProcessor, source: PartitionSource, event
     except Exception as exc:  # noqa: BLE001 - user code may raise anything: the caller's failure policy decides
         return BatchEnd(failure=exc)
     return BatchEnd(response=response)
+
+
+def ask_on_exception(
+    processor: BatchEventProcessor,
+    source: PartitionSource,
+    batch: list[Any],
+    exc: Exception,
+    attempt: int,
+    *,
+    log: logging.Logger,
+    failed: Callable[[str, Exception], None],
+    what: str = "offsets",
+) -> BatchResponse | None:
+    """``batch`` (its messages) failed with ``exc`` at its ``attempt``-th try: log it on the
+    caller's ``log`` (the traceback only at the first attempt, so a batch retried for minutes
+    does not flood the log) and return what ``on_exception`` answers (None: it left the decision
+    to the caller's failure policy, or raised, reported to ``failed``)."""
+    log.error(
+        "%s[%d]: processor failed on %s %d..%d (attempt %d): %s: %s",
+        source.topic,
+        source.partition,
+        what,
+        offset_of(batch[0]),
+        offset_of(batch[-1]),
+        attempt,
+        type(exc).__name__,
+        exc,
+        exc_info=exc if attempt == 1 else None,
+    )
+    response: BatchResponse | None = call_hook(processor, "on_exception", source, exc, failed=failed)
+    return response
 
 
 def call_hook(

@@ -34,7 +34,7 @@ from jetkafka.coordination.ownership import Lease
 from jetkafka.errors import CommitFenced
 from jetkafka.events import EventBatch, Key, PartitionSource
 from jetkafka.processors.base import BatchEventProcessor, BatchResponse, ResponseKind
-from jetkafka.processors.calls import call_hook, deliver_batch
+from jetkafka.processors.calls import ask_on_exception, call_hook, deliver_batch
 from jetkafka.recovery import ranges as rng
 from jetkafka.recovery.ledger import RecoveryLedger, RecoveryRecord, Snapshot
 
@@ -115,17 +115,10 @@ class RecoveryRunner:
 
     def _failed(self, cursor: Cursor, source: PartitionSource, batch: list[Any], exc: Exception) -> None:
         cursor.attempts += 1
-        log.error(
-            "%s[%d]: processor failed on recovery offsets %d..%d (attempt %d): %s: %s",
-            *cursor.key,
-            batch[0].offset(),
-            batch[-1].offset(),
-            cursor.attempts,
-            type(exc).__name__,
-            exc,
-            exc_info=exc if cursor.attempts == 1 else None,
+        response = ask_on_exception(
+            self.processor, source, batch, exc, cursor.attempts, log=log, failed=self._hook_failed(cursor),
+            what="recovery offsets",
         )
-        response = self._call(cursor, "on_exception", source, exc)
         if response is not None:
             # The processor decided (e.g. advance = skip the batch): follow it.
             cursor.attempts = 0
@@ -281,11 +274,15 @@ class RecoveryRunner:
         self.channel.stats.recovery_remaining(cursor.key, cursor.snap.record.remaining)
 
     def _call(self, cursor: Cursor, name: str, *args: Any) -> Any:
+        return call_hook(self.processor, name, *args, failed=self._hook_failed(cursor))
+
+    @staticmethod
+    def _hook_failed(cursor: Cursor) -> Callable[[str, Exception], None]:
         def failed(hook: str, exc: Exception) -> None:
             log.error("%s[%d]: recovery %s raised %s", cursor.key[0], cursor.key[1], hook, type(exc).__name__,
                       exc_info=exc)
 
-        return call_hook(self.processor, name, *args, failed=failed)
+        return failed
 
 
 def _inside(ranges: rng.Ranges, offset: int) -> bool:

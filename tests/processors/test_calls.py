@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
 
 from jetkafka import BatchEventProcessor, BatchResponse, EventBatch, PartitionLost, PartitionSource
-from jetkafka.processors.calls import call_hook, deliver_batch
+from jetkafka.processors.calls import ask_on_exception, call_hook, deliver_batch
 
 SOURCE = PartitionSource("t", 0, 5, 5, 6)
 
@@ -45,3 +46,56 @@ def test_a_hook_that_raises_is_reported_and_answers_none() -> None:
     seen: list[tuple[str, str]] = []
     answer = call_hook(Scripted(None), "on_idle", SOURCE, failed=lambda name, exc: seen.append((name, str(exc))))
     assert answer is None and seen == [("on_idle", "idle broke")]
+
+
+class _Record:
+    def __init__(self, offset: int) -> None:
+        self._offset = offset
+
+    def offset(self) -> int:
+        return self._offset
+
+
+class Deciding(BatchEventProcessor):
+    def __init__(self, answer: BatchResponse | Exception | None) -> None:
+        self.answer = answer
+
+    def on_next_batch(self, source: PartitionSource, events: EventBatch) -> BatchResponse:
+        return BatchResponse.advance()
+
+    def on_exception(self, source: PartitionSource, exc: Exception) -> BatchResponse | None:
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+def test_a_failed_batch_is_logged_with_its_offsets_and_the_traceback_only_at_the_first_attempt(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    log = logging.getLogger("jetkafka.test_calls")
+    batch = [_Record(5), _Record(6)]
+    skip = BatchResponse.advance()
+    with caplog.at_level(logging.ERROR, logger=log.name):
+        first = ask_on_exception(Deciding(skip), SOURCE, batch, ValueError("bad"), 1, log=log, failed=_unexpected)
+        again = ask_on_exception(Deciding(None), SOURCE, batch, ValueError("bad"), 2, log=log, failed=_unexpected,
+                                 what="recovery offsets")
+    assert first is skip and again is None
+    one, two = caplog.records
+    assert one.getMessage() == "t[0]: processor failed on offsets 5..6 (attempt 1): ValueError: bad"
+    assert one.exc_info is not None
+    assert two.getMessage() == "t[0]: processor failed on recovery offsets 5..6 (attempt 2): ValueError: bad"
+    assert two.exc_info is None
+
+
+def test_an_on_exception_that_raises_leaves_the_decision_to_the_failure_policy() -> None:
+    reported: list[tuple[str, Exception]] = []
+    answer = ask_on_exception(
+        Deciding(RuntimeError("handler broke")), SOURCE, [_Record(5)], ValueError("bad"), 1,
+        log=logging.getLogger("jetkafka.test_calls"), failed=lambda hook, exc: reported.append((hook, exc)),
+    )
+    assert answer is None
+    assert [(hook, str(exc)) for hook, exc in reported] == [("on_exception", "handler broke")]
+
+
+def _unexpected(hook: str, exc: Exception) -> None:
+    raise AssertionError(f"{hook} raised {exc!r}")
