@@ -29,9 +29,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka import Message  # noqa: E402
 
-from jetkafka.config.schema import SparkConfig  # noqa: E402
-from jetkafka.spark.arrow import messages_to_arrow, to_dataframe, to_dataframe_row_by_row, to_table  # noqa: E402
-from jetkafka.spark.session import build_session  # noqa: E402
+from jetkafka.config import SparkConfig  # noqa: E402
+from jetkafka.spark import (  # noqa: E402
+    build_session,
+    messages_to_arrow,
+    to_dataframe,
+    to_dataframe_row_by_row,
+    to_table,
+)
 
 
 def make_messages(count: int, partitions: int, seed: int = 1) -> list[Message]:

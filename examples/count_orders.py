@@ -24,7 +24,7 @@ import os
 import threading
 
 from jetkafka import BatchEventProcessor, BatchResponse, EventBatch, PartitionSource
-from jetkafka.channel.context import ChannelContext
+from jetkafka.channel import ChannelContext
 
 log = logging.getLogger("count_orders")
 

@@ -10,11 +10,11 @@ from typing import Any
 
 # The composition root: it provides the standard add-ons (reset responder, recovery, metrics)
 # of every channel built without add_ons=, so it is imported before any channel can be built.
-import jetkafka.assembly  # noqa: F401
+from jetkafka._assembly import build_channel, standard_add_ons
 from jetkafka.channel import DeadLetterError, InboundChannel, OffsetOutOfRange, PartitionSnapshot
 from jetkafka.config import JetkafkaConfig, load_config, parse_config
 from jetkafka.coordination import ProcessSession
-from jetkafka.coordination.errors import CommitUncertain
+from jetkafka.coordination._errors import CommitUncertain
 from jetkafka.errors import (
     CommitFenced,
     ConfigError,
@@ -56,8 +56,10 @@ __all__ = [
     "ProcessorError",
     "SimpleKafkaProcessor",
     "TopicNotFound",
+    "build_channel",
     "load_config",
     "parse_config",
+    "standard_add_ons",
 ]
 
 

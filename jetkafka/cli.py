@@ -35,7 +35,7 @@ def _setup_logging(level: str) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from jetkafka.assembly import build_channel
+    from jetkafka._assembly import build_channel
     from jetkafka.config import load_config
 
     config = load_config(args.config)
@@ -77,9 +77,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 def _cmd_pause(args: argparse.Namespace) -> int:
     from jetkafka.config import load_config
-    from jetkafka.coordination.paths import GroupPaths
-    from jetkafka.coordination.pause_markers import PauseMarkers
-    from jetkafka.coordination.session import zookeeper_session
+    from jetkafka.coordination._paths import GroupPaths
+    from jetkafka.coordination._pause_markers import PauseMarkers
+    from jetkafka.coordination._session import zookeeper_session
 
     config = load_config(args.config)
     with zookeeper_session(config.zookeeper) as client:
@@ -129,18 +129,18 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.set_defaults(func=_cmd_pause)
 
     try:
-        from jetkafka.devstack import commands as dev_commands
+        from jetkafka.devstack import _commands as dev_commands
     except MissingExtra as missing:
         _register_missing_extra(sub, "dev", missing)
     else:
         dev_commands.register(sub)
-    from jetkafka.ops import commands as ops_commands
+    from jetkafka.ops import _commands as ops_commands
 
     ops_commands.register(sub)
-    from jetkafka.recovery import commands as recovery_commands
+    from jetkafka.recovery import _commands as recovery_commands
 
     recovery_commands.register(sub)
-    __import__("jetkafka.bench.commands", fromlist=["register"]).register(sub)
+    __import__("jetkafka.bench._commands", fromlist=["register"]).register(sub)
     return parser
 
 

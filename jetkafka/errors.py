@@ -18,13 +18,13 @@ call                                          errors
 ``ChannelContext.commit``,                    :class:`CommitFenced` (not the owner any more:
 ``PartitionSource.commit``                    drop the work), :class:`OffsetMoved` (a reset
                                               moved the partition: the work is void),
-                                              :class:`~jetkafka.coordination.errors.CommitUncertain`
+                                              :class:`~jetkafka.coordination._errors.CommitUncertain`
                                               (ZooKeeper out of reach: retry)
 ``InboundChannel.reposition``                 the same as a commit, and ``TimeoutError``
 processor callbacks (``on_exception``)        :class:`PartitionLost`, :class:`CommitFenced`,
-                                              :class:`~jetkafka.channel.errors.OffsetOutOfRange`,
+                                              :class:`~jetkafka.channel._errors.OffsetOutOfRange`,
                                               what the processor itself raised
-``jetkafka offsets reset`` and ``ops.reset``  :class:`~jetkafka.ops.protocol.ResetError`
+``jetkafka offsets reset`` and ``ops.reset``  :class:`~jetkafka.ops._protocol.ResetError`
                                               and its ``ResetIncomplete``
 ``jetkafka dev``, ``DevStack``                :class:`DevStackError`
 importing ``jetkafka.spark``,                 :class:`MissingExtra` (an optional dependency is
@@ -33,7 +33,7 @@ importing ``jetkafka.spark``,                 :class:`MissingExtra` (an optional
 ============================================  ================================================
 
 Errors that stay inside jetkafka (a dead-letter topic that did not acknowledge,
-:class:`~jetkafka.channel.errors.DeadLetterError`; the CloudEvents dispatcher's
+:class:`~jetkafka.channel._errors.DeadLetterError`; the CloudEvents dispatcher's
 ``DeadLetterFailed``, ``DeliveryFailed`` and ``EncodingError``) derive from it too, so a log
 or a handler can tell jetkafka's own errors from anything else.
 """
@@ -133,7 +133,7 @@ class MissingExtra(JetkafkaError, ModuleNotFoundError):
     """A part of jetkafka needs an optional dependency that is not installed.
 
     ``pip install jetkafka`` installs the core only; Spark, the CloudEvents dispatcher, the
-    local dev stack and the benchmarks need an extra each (see :mod:`jetkafka.extras`).
+    local dev stack and the benchmarks need an extra each (see :mod:`jetkafka._extras`).
     ``feature`` is what was asked for (``jetkafka.spark``, ``jetkafka dev``), ``extra`` the
     extra that provides it, ``missing`` the distributions not installed, ``fix`` the pip
     command. It is a ``ModuleNotFoundError`` too (``name`` is the first missing module), so

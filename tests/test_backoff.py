@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from jetkafka.backoff import JITTER, backoff_ms
+from jetkafka._backoff import JITTER, backoff_ms
 
 
 def test_exponential_and_linear_growth_up_to_the_cap_never_below_the_formula() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 import jetkafka
 import jetkafka.coordination
-from jetkafka.coordination.process_session import ProcessSession
+from jetkafka.coordination._process_session import ProcessSession
 
 
 @pytest.mark.parametrize("module", ["jetkafka", "jetkafka.coordination"])

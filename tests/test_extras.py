@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from jetkafka._extras import REQUIRED, missing_extra, require_extra
 from jetkafka.config import parse_config
 from jetkafka.errors import ConfigError, JetkafkaError, MissingExtra
-from jetkafka.extras import REQUIRED, missing_extra, require_extra
 from tests.support.processes import REPO
 
 # Every package an extra brings, as imported.
@@ -64,7 +64,7 @@ def test_spark_without_its_extra_is_one_error_naming_the_packages_and_the_fix() 
 
 
 def test_a_submodule_of_spark_is_refused_the_same_way_and_only_the_missing_package_is_named() -> None:
-    error = import_error("jetkafka.spark.sinks", ("pyarrow",))
+    error = import_error("jetkafka.spark._sinks", ("pyarrow",))
     assert error is not None and error["type"] == "MissingExtra"
     assert error["message"] == (
         "jetkafka.spark needs pyarrow, which is not installed\n  fix: pip install 'jetkafka[spark]'"
@@ -107,10 +107,10 @@ def test_every_core_module_imports_without_any_extra() -> None:
     result = json.loads(done.stdout)
     assert result["loaded"] == []
     # The core as the brief of setup.cfg names it: none of it may be skipped.
-    for module in ("jetkafka.coordination.process_session", "jetkafka.channel.inbound", "jetkafka.processors.base",
-                   "jetkafka.processors.simple", "jetkafka.processors.calls", "jetkafka.processors.loading",
-                   "jetkafka.ops.status", "jetkafka.ops.reset", "jetkafka.recovery.service", "jetkafka.config.loader",
-                   "jetkafka.cli", "jetkafka.errors", "jetkafka.events", "jetkafka.backoff", "jetkafka.extras"):
+    for module in ("jetkafka.coordination._process_session", "jetkafka.channel._inbound", "jetkafka.processors._base",
+                   "jetkafka.processors._simple", "jetkafka.processors._calls", "jetkafka.processors._loading",
+                   "jetkafka.ops._status", "jetkafka.ops._reset", "jetkafka.recovery._service", "jetkafka.config._loader",
+                   "jetkafka.cli", "jetkafka.errors", "jetkafka.events", "jetkafka._backoff", "jetkafka._extras"):
         assert module in result["imported"]
 
 
@@ -182,7 +182,7 @@ def test_a_user_processor_importing_spark_without_the_extra_gets_the_same_messag
         import sys
         from jetkafka.config import parse_config
         from jetkafka.errors import ProcessorError
-        from jetkafka.processors.loading import load_processor
+        from jetkafka.processors._loading import load_processor
         config = parse_config({"zookeeper": {"connect": "127.0.0.1:2181"},
                                "kafka": {"bootstrap.servers": "127.0.0.1:9092"},
                                "channel": {"group": "g", "topics": ["t"]},
@@ -222,7 +222,7 @@ def test_missing_extra_is_both_a_jetkafka_error_and_a_module_not_found_error(mon
 
 def test_missing_extra_maps_only_jetkafkas_optional_packages(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "pyspark", None)
-    assert missing_extra("jetkafka.spark.sinks") is not None
+    assert missing_extra("jetkafka.spark._sinks") is not None
     assert missing_extra("jetkafka.devstack") is not None
     assert missing_extra("jetkafka.sparkle") is None
     assert missing_extra("jetkafka.processors") is None

@@ -1,8 +1,11 @@
 """No module of jetkafka uses another module's private names.
 
-A leading underscore means "this module's own": whatever it names may change with the module.
+A leading underscore on a name inside a module means "this module's own": whatever it names may
+change with the module. (A leading underscore on a module means "internal to jetkafka": the
+library's modules import each other's internal modules freely; users do not, see
+tests/test_public_surface.py.)
 Code shared by several modules gets a public name in the module whose idea it is (e.g.
-:func:`jetkafka.coordination.session.zookeeper_session`, :mod:`jetkafka.ops.command_line`).
+:func:`jetkafka.coordination._session.zookeeper_session`, :mod:`jetkafka.ops._command_line`).
 The rule is the strictest one, "another module" and not merely "another package", because no
 module needs the looser one. Tests may reach into privates; they are not scanned.
 
@@ -76,16 +79,14 @@ def violations(path: Path, root: Path) -> Iterator[str]:
             if not is_jetkafka_module(source) or source == module:
                 continue
             for alias in node.names:
-                if is_private(alias.name):
-                    yield f"{where}:{node.lineno}: from {source} import {alias.name}"
-                elif module_exists(f"{source}.{alias.name}", root):
+                if module_exists(f"{source}.{alias.name}", root):  # a module, internal or not
                     modules[alias.asname or alias.name] = f"{source}.{alias.name}"
+                elif is_private(alias.name):
+                    yield f"{where}:{node.lineno}: from {source} import {alias.name}"
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if not is_jetkafka_module(alias.name):
                     continue
-                if any(is_private(part) for part in alias.name.split(".")):
-                    yield f"{where}:{node.lineno}: import {alias.name}"
                 if alias.asname:
                     modules[alias.asname] = alias.name
                 else:
@@ -97,6 +98,8 @@ def violations(path: Path, root: Path) -> Iterator[str]:
         if chain is None or chain[0] not in modules:
             continue
         target = ".".join([modules[chain[0]], *chain[1:]])
+        if module_exists(f"{target}.{node.attr}", root):  # a module reached by attribute
+            continue
         if target != module and module_exists(target, root):
             yield f"{where}:{node.lineno}: {'.'.join(chain)}.{node.attr}"
 
@@ -126,6 +129,7 @@ def test_the_scan_finds_each_kind_of_use(tmp_path: Path) -> None:
         "from jetkafka import __version__\n"  # a dunder: allowed
         "from jetkafka.ops.commands import public as _public\n"  # a public name, bound privately: allowed
     )
+    (package / "ops" / "_internal.py").write_text("def _own(): ...\ndef shared(): ...\n")
     (package / "user.py").write_text(
         "from jetkafka.ops.commands import _setup\n"
         "from jetkafka.ops import commands\n"
@@ -134,15 +138,20 @@ def test_the_scan_finds_each_kind_of_use(tmp_path: Path) -> None:
         "commands._setup()\n"
         "cmds._setup()\n"
         "jetkafka.ops.commands._setup()\n"
-        "import jetkafka._private\n"
+        "from jetkafka.ops import _internal\n"  # an internal module: allowed
+        "import jetkafka.ops._internal\n"  # likewise
+        "_internal.shared()\n"  # its public name: allowed
+        "_internal._own()\n"
+        "jetkafka.ops._internal._own()\n"
     )
     (package / "ops" / "sibling.py").write_text("from .commands import _setup\n")
     found = all_violations(package)
     assert found == [
         "jetkafka/ops/sibling.py:1: from jetkafka.ops.commands import _setup",
         "jetkafka/user.py:1: from jetkafka.ops.commands import _setup",
-        "jetkafka/user.py:8: import jetkafka._private",
         "jetkafka/user.py:5: commands._setup",
         "jetkafka/user.py:6: cmds._setup",
         "jetkafka/user.py:7: jetkafka.ops.commands._setup",
+        "jetkafka/user.py:11: _internal._own",
+        "jetkafka/user.py:12: jetkafka.ops._internal._own",
     ], found

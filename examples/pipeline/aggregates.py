@@ -12,8 +12,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from jetkafka.spark.fence import BatchFence
-from jetkafka.spark.sinks import ParquetSink
+from jetkafka.spark import BatchFence, ParquetSink
 
 MINUTE_MS = 60_000
 

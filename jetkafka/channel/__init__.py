@@ -1,7 +1,18 @@
 """The channel: fetching, the partition queue, and the workers."""
 
-from jetkafka.channel.errors import DeadLetterError, OffsetOutOfRange
-from jetkafka.channel.inbound import InboundChannel
-from jetkafka.channel.partition import PartitionSnapshot
+from jetkafka.channel._add_ons import ChannelAddOn
+from jetkafka.channel._context import ChannelContext
+from jetkafka.channel._errors import DeadLetterError, OffsetOutOfRange
+from jetkafka.channel._inbound import InboundChannel
+from jetkafka.channel._partition import PartitionSnapshot
+from jetkafka.channel._running import RunningChannel
 
-__all__ = ["DeadLetterError", "InboundChannel", "OffsetOutOfRange", "PartitionSnapshot"]
+__all__ = [
+    "ChannelAddOn",
+    "ChannelContext",
+    "DeadLetterError",
+    "InboundChannel",
+    "OffsetOutOfRange",
+    "PartitionSnapshot",
+    "RunningChannel",
+]

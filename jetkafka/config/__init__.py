@@ -5,17 +5,20 @@
 The reference of every key is ``docs/configuration.md``.
 """
 
-from jetkafka.config.fields import FrozenMap, Invalid, spec
-from jetkafka.config.loader import config_to_dict
-from jetkafka.config.schema import (
+from jetkafka.config._fields import FrozenMap, Invalid, spec
+from jetkafka.config._loader import config_to_dict
+from jetkafka.config._schema import (
     COORDINATORS,
     LOG_LEVELS,
     MANAGED_KAFKA_KEYS,
     ChannelConfig,
+    ErrorPolicyConfig,
     JetkafkaConfig,
     LoggingConfig,
     MetricsConfig,
     ProcessorConfig,
+    RecoveryConfig,
+    SparkConfig,
     ZooKeeperAuth,
     ZooKeeperConfig,
     load_config,
@@ -27,12 +30,15 @@ __all__ = [
     "LOG_LEVELS",
     "MANAGED_KAFKA_KEYS",
     "ChannelConfig",
+    "ErrorPolicyConfig",
     "FrozenMap",
     "Invalid",
     "JetkafkaConfig",
     "LoggingConfig",
     "MetricsConfig",
     "ProcessorConfig",
+    "RecoveryConfig",
+    "SparkConfig",
     "ZooKeeperAuth",
     "ZooKeeperConfig",
     "config_to_dict",

@@ -5,11 +5,11 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from jetkafka.coordination.offsets import OffsetStore
-from jetkafka.coordination.ownership import Lease, PartitionOwnership
-from jetkafka.coordination.paths import GroupPaths
-from jetkafka.coordination.process_session import ProcessSession
-from jetkafka.coordination.registry import ConsumerInfo, ConsumerRegistry
+from jetkafka.coordination._offsets import OffsetStore
+from jetkafka.coordination._ownership import Lease, PartitionOwnership
+from jetkafka.coordination._paths import GroupPaths
+from jetkafka.coordination._process_session import ProcessSession
+from jetkafka.coordination._registry import ConsumerInfo, ConsumerRegistry
 
 __all__ = [
     "ConsumerInfo",

@@ -9,17 +9,17 @@ Needs the ``devstack`` extra: ``pip install 'jetkafka[devstack]'``; without it, 
 package raises :class:`~jetkafka.errors.MissingExtra`.
 """
 
-from jetkafka.extras import require_extra
+from jetkafka._extras import require_extra
 
 # Before the package's imports, so that without the extra the error names it and its install
 # command rather than a third-party module (tests/test_extras.py).
 require_extra("devstack", __name__)
 
-from jetkafka.devstack.broker import LocalBroker, client_config, find_noida_binary  # noqa: E402 - after require_extra on purpose
-from jetkafka.devstack.ports import check_port_free, free_port, free_ports, is_port_free  # noqa: E402 - after require_extra on purpose
-from jetkafka.devstack.process import ProcessRecord, ServerProcess  # noqa: E402 - after require_extra on purpose
-from jetkafka.devstack.stack import DevStack, StackInfo, default_state_dir  # noqa: E402 - after require_extra on purpose
-from jetkafka.devstack.zookeeper import ZooKeeperEnsemble, ZooKeeperServer, find_java  # noqa: E402 - after require_extra on purpose
+from jetkafka.devstack._broker import LocalBroker, client_config, find_noida_binary  # noqa: E402 - after require_extra on purpose
+from jetkafka.devstack._ports import check_port_free, free_port, free_ports, is_port_free  # noqa: E402 - after require_extra on purpose
+from jetkafka.devstack._process import ProcessRecord, ServerProcess  # noqa: E402 - after require_extra on purpose
+from jetkafka.devstack._stack import DevStack, StackInfo, default_state_dir  # noqa: E402 - after require_extra on purpose
+from jetkafka.devstack._zookeeper import ZooKeeperEnsemble, ZooKeeperServer, find_java  # noqa: E402 - after require_extra on purpose
 
 __all__ = [
     "DevStack",

@@ -1,15 +1,15 @@
 """Operating a group: Prometheus metrics, ``jetkafka status``, and online offset resets.
 
-- :mod:`jetkafka.ops.metrics`: a channel's Prometheus metrics, read at each scrape.
-- :mod:`jetkafka.ops.metrics_endpoint`: the HTTP endpoint a channel serves them on when
+- :mod:`jetkafka.ops._metrics`: a channel's Prometheus metrics, read at each scrape.
+- :mod:`jetkafka.ops._metrics_endpoint`: the HTTP endpoint a channel serves them on when
   ``metrics.port`` is set.
-- :mod:`jetkafka.ops.metrics_add_on`: the channel add-on that attaches a channel to it.
-- :mod:`jetkafka.ops.status`: the group as ZooKeeper and the brokers see it (``group_status``,
+- :mod:`jetkafka.ops._metrics_add_on`: the channel add-on that attaches a channel to it.
+- :mod:`jetkafka.ops._status`: the group as ZooKeeper and the brokers see it (``group_status``,
   ``show_offsets``); needs no running channel.
-- :mod:`jetkafka.ops.reset`: ``reset_offsets``, the command side of ResetOffset.
-- :mod:`jetkafka.ops.responder`: the instance side of ResetOffset, run by every channel (as
+- :mod:`jetkafka.ops._reset`: ``reset_offsets``, the command side of ResetOffset.
+- :mod:`jetkafka.ops._responder`: the instance side of ResetOffset, run by every channel (as
   a channel add-on).
-- :mod:`jetkafka.ops.commands`: the ``status`` and ``offsets`` subcommands of ``jetkafka``.
+- :mod:`jetkafka.ops._commands`: the ``status`` and ``offsets`` subcommands of ``jetkafka``.
 
 Names are imported lazily, so a channel that never serves metrics never imports
 prometheus-client.
@@ -20,16 +20,17 @@ from __future__ import annotations
 from typing import Any
 
 _EXPORTS = {
-    "group_status": "jetkafka.ops.status",
-    "show_offsets": "jetkafka.ops.status",
-    "GroupStatus": "jetkafka.ops.status",
-    "PartitionStatus": "jetkafka.ops.status",
-    "InstanceStatus": "jetkafka.ops.status",
-    "reset_offsets": "jetkafka.ops.reset",
-    "ResetResult": "jetkafka.ops.reset",
-    "ResetError": "jetkafka.ops.reset",
-    "ResetIncomplete": "jetkafka.ops.reset",
-    "PartitionReset": "jetkafka.ops.reset",
+    "group_status": "jetkafka.ops._status",
+    "show_offsets": "jetkafka.ops._status",
+    "GroupStatus": "jetkafka.ops._status",
+    "PartitionStatus": "jetkafka.ops._status",
+    "InstanceStatus": "jetkafka.ops._status",
+    "reset_offsets": "jetkafka.ops._reset",
+    "ResetResult": "jetkafka.ops._reset",
+    "ResetError": "jetkafka.ops._reset",
+    "ResetIncomplete": "jetkafka.ops._reset",
+    "PartitionReset": "jetkafka.ops._reset",
+    "ChannelMetrics": "jetkafka.ops._metrics",
 }
 
 __all__ = sorted(_EXPORTS)  # noqa: PLE0605 - the lazily imported names, listed once in _EXPORTS

@@ -1,6 +1,6 @@
 """Processors: the base class, the response type, and ready-made processors."""
 
-from jetkafka.processors.base import BatchEventProcessor, BatchResponse, ResponseKind
-from jetkafka.processors.simple import SimpleKafkaProcessor
+from jetkafka.processors._base import BatchEventProcessor, BatchResponse, ResponseKind
+from jetkafka.processors._simple import SimpleKafkaProcessor
 
 __all__ = ["BatchEventProcessor", "BatchResponse", "ResponseKind", "SimpleKafkaProcessor"]

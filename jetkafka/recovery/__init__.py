@@ -6,16 +6,16 @@ in ZooKeeper; a recovery thread per channel processes them in parallel with live
 ``recovery.max_rate`` events per second, and stores its progress fenced by ownership. See
 docs/recovery.md.
 
-Modules: :mod:`~jetkafka.recovery.ranges` (half-open range lists), :mod:`~jetkafka.recovery.rate`
-(token bucket), :mod:`~jetkafka.recovery.ledger` (the ZooKeeper node), :mod:`~jetkafka.recovery.reader`
-(the recovery consumer), :mod:`~jetkafka.recovery.progress` (one partition's batches and
-progress), :mod:`~jetkafka.recovery.worker` (the thread), :mod:`~jetkafka.recovery.service` (the
-take-over decision, and :class:`~jetkafka.recovery.service.RecoveryAddOn`: recovery as a channel add-on), :mod:`~jetkafka.recovery.commands` (``jetkafka
+Modules: :mod:`~jetkafka.recovery._ranges` (half-open range lists), :mod:`~jetkafka.recovery._rate`
+(token bucket), :mod:`~jetkafka.recovery._ledger` (the ZooKeeper node), :mod:`~jetkafka.recovery._reader`
+(the recovery consumer), :mod:`~jetkafka.recovery._progress` (one partition's batches and
+progress), :mod:`~jetkafka.recovery._worker` (the thread), :mod:`~jetkafka.recovery._service` (the
+take-over decision, and :class:`~jetkafka.recovery._service.RecoveryAddOn`: recovery as a channel add-on), :mod:`~jetkafka.recovery._commands` (``jetkafka
 recovery list|cancel``).
 """
 
-from jetkafka.recovery.ledger import RecoveryLedger, RecoveryRecord, Snapshot
-from jetkafka.recovery.service import GapPlan, RecoveryAddOn, RecoveryService, choose_processor, plan_gap
+from jetkafka.recovery._ledger import RecoveryLedger, RecoveryRecord, Snapshot
+from jetkafka.recovery._service import GapPlan, RecoveryAddOn, RecoveryService, choose_processor, plan_gap
 
 __all__ = [
     "GapPlan",

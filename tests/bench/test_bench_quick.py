@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from jetkafka.bench import report
-from jetkafka.bench.handoff import INSTANCES, percentile, run_trials
-from jetkafka.bench.progress import Progress
+from jetkafka.bench import _report as report
+from jetkafka.bench._handoff import INSTANCES, percentile, run_trials
+from jetkafka.bench._progress import Progress
 
 REPO = Path(__file__).resolve().parents[2]
 

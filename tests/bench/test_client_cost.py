@@ -8,7 +8,7 @@ import threading
 import pytest
 from confluent_kafka import TopicPartition
 
-from jetkafka.bench.client_cost import BuiltMessages, one_cpu
+from jetkafka.bench._client_cost import BuiltMessages, one_cpu
 
 
 def _drain(source: BuiltMessages, calls: int) -> list[list[tuple[int, int]]]:

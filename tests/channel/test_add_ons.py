@@ -9,10 +9,10 @@ import pytest
 import yaml
 
 from jetkafka import BatchEventProcessor, BatchResponse, EventBatch, InboundChannel, PartitionSource, parse_config
-from jetkafka.channel.add_ons import AddOns, ChannelAddOn
-from jetkafka.ops.metrics_add_on import MetricsAddOn
-from jetkafka.ops.responder import ResponderAddOn
-from jetkafka.recovery.service import RecoveryAddOn
+from jetkafka.channel._add_ons import AddOns, ChannelAddOn
+from jetkafka.ops._metrics_add_on import MetricsAddOn
+from jetkafka.ops._responder import ResponderAddOn
+from jetkafka.recovery._service import RecoveryAddOn
 
 DATA = {
     "zookeeper": {"connect": "127.0.0.1:1"},
@@ -28,7 +28,7 @@ class Plain(BatchEventProcessor):
 
 
 def test_every_constructor_gives_the_standard_add_ons(tmp_path: Any) -> None:
-    from jetkafka.assembly import build_channel
+    from jetkafka._assembly import build_channel
 
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(DATA))

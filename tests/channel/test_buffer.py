@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 from confluent_kafka import Message
 
-from jetkafka.channel.budget import BufferBudget
-from jetkafka.channel.partition import PartitionState
+from jetkafka.channel._budget import BufferBudget
+from jetkafka.channel._partition import PartitionState
 
 TOPIC = "orders"
 

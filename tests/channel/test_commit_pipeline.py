@@ -17,7 +17,7 @@ from jetkafka import (
     PartitionSnapshot,
     PartitionSource,
 )
-from jetkafka.channel.context import ChannelContext
+from jetkafka.channel._context import ChannelContext
 from tests.support.channels import make_channel, values, wait_until
 from tests.support.group_watch import committed, offset_nodes
 

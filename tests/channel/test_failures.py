@@ -9,9 +9,9 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from jetkafka import BatchResponse, EventBatch, OffsetOutOfRange, PartitionSource
-from jetkafka.coordination.offsets import OffsetStore
-from jetkafka.coordination.paths import GroupPaths
-from jetkafka.ops.metrics import ChannelMetrics
+from jetkafka.coordination._offsets import OffsetStore
+from jetkafka.coordination._paths import GroupPaths
+from jetkafka.ops._metrics import ChannelMetrics
 from tests.support.channels import (
     RecordingProcessor,
     committed_offsets,

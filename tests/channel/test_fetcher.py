@@ -10,10 +10,10 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Message, TopicPartition
 
-from jetkafka.channel.budget import BufferBudget
-from jetkafka.channel.fetcher import Fetcher, consumer_config
-from jetkafka.channel.partition import PartitionState
-from jetkafka.coordination.ownership import PartitionOwnership
+from jetkafka.channel._budget import BufferBudget
+from jetkafka.channel._fetcher import Fetcher, consumer_config
+from jetkafka.channel._partition import PartitionState
+from jetkafka.coordination._ownership import PartitionOwnership
 from tests.support.channels import values
 from tests.support.coordination import PATHS, two_clients
 

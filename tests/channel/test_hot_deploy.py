@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from jetkafka import InboundChannel, JetkafkaConfig, parse_config
-from jetkafka.channel.hot_deploy import plan_change
+from jetkafka.channel._hot_deploy import plan_change
 from tests.support.channels import RecordingProcessor, channel_config, committed_offsets, values, wait_until
 
 

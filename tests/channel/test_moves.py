@@ -16,10 +16,10 @@ import yaml
 from kazoo.client import KazooClient
 
 from jetkafka import BatchEventProcessor, BatchResponse, EventBatch, PartitionSource
-from jetkafka.coordination.offsets import OffsetStore
-from jetkafka.coordination.ownership import PartitionOwnership
-from jetkafka.coordination.paths import GroupPaths
-from jetkafka.ops.protocol import DONE, ResetCommand, command_path
+from jetkafka.coordination._offsets import OffsetStore
+from jetkafka.coordination._ownership import PartitionOwnership
+from jetkafka.coordination._paths import GroupPaths
+from jetkafka.ops._protocol import DONE, ResetCommand, command_path
 from tests.support.channels import channel_config, committed_offsets, make_channel, values, wait_until
 from tests.support.processes import REPO
 
@@ -232,7 +232,7 @@ def test_a_reset_whose_commit_landed_without_an_answer_is_completed_not_undone(
     the next commit adopt the reset's version and write the old offset over it while the
     reset's marker says done. Asserted: the move is tried again before any batch, finds it
     landed, and the partition re-reads from the reset's offset."""
-    from jetkafka.coordination.offsets import CommitUncertain
+    from jetkafka.coordination._offsets import CommitUncertain
 
     topic = topic_factory(partitions=1)
     produce(topic, values(100, 1))
@@ -282,7 +282,7 @@ def test_a_reset_still_unconfirmed_when_the_partition_is_lost_answers_its_waiter
     """Injected: every attempt of a reset's commit goes unanswered (CommitUncertain), then the
     session expires for real. Asserted: the waiter is answered (CommitFenced: the next owner
     applies the reset) instead of waiting forever, and the channel goes on."""
-    from jetkafka.coordination.errors import CommitUncertain
+    from jetkafka.coordination._errors import CommitUncertain
     from jetkafka.errors import CommitFenced
     from tests.support.zk_faults import expire_session
 

@@ -6,9 +6,9 @@ import threading
 import time
 from types import SimpleNamespace
 
-from jetkafka.channel.budget import BufferBudget
-from jetkafka.channel.partition import PartitionState
-from jetkafka.channel.partition_table import PartitionTable
+from jetkafka.channel._budget import BufferBudget
+from jetkafka.channel._partition import PartitionState
+from jetkafka.channel._partition_table import PartitionTable
 
 
 def leased(topic: str, partition: int, budget: BufferBudget) -> PartitionState:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from jetkafka.channel.budget import BufferBudget
-from jetkafka.channel.fetcher import Fetcher
-from jetkafka.channel.start_offsets import commit_start_offsets
-from jetkafka.coordination.offsets import OffsetStore
-from jetkafka.coordination.ownership import PartitionOwnership
+from jetkafka.channel._budget import BufferBudget
+from jetkafka.channel._fetcher import Fetcher
+from jetkafka.channel._start_offsets import commit_start_offsets
+from jetkafka.coordination._offsets import OffsetStore
+from jetkafka.coordination._ownership import PartitionOwnership
 from tests.support.channels import values
 from tests.support.coordination import PATHS, two_clients
 

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 from confluent_kafka import Message
 
-from jetkafka.channel.budget import BufferBudget
-from jetkafka.channel.partition import PartitionState
-from jetkafka.channel.work_queue import PartitionQueue
+from jetkafka.channel._budget import BufferBudget
+from jetkafka.channel._partition import PartitionState
+from jetkafka.channel._work_queue import PartitionQueue
 
 
 def with_backlog(partition: int, budget: BufferBudget) -> PartitionState:

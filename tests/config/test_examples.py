@@ -18,7 +18,7 @@ from jetkafka.config import (
     load_config,
     spec,
 )
-from jetkafka.config.validate import Walker
+from jetkafka.config._validate import Walker
 from jetkafka.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]

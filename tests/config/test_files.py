@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from jetkafka.config import JetkafkaConfig, load_config, loader, parse_config
+from jetkafka.config import JetkafkaConfig, load_config, parse_config
+from jetkafka.config import _loader as loader
 from jetkafka.errors import ConfigError
 
 VALID = """\

@@ -7,7 +7,7 @@ import pickle
 import pytest
 
 from jetkafka.config import parse_config
-from jetkafka.config.schema import ProcessorConfig, RecoveryConfig
+from jetkafka.config._schema import ProcessorConfig, RecoveryConfig
 from tests.config import SOURCE, error_of, minimal
 
 

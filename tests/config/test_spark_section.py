@@ -8,7 +8,7 @@ import pickle
 import pytest
 
 from jetkafka.config import parse_config
-from jetkafka.config.schema import DRIVER_MEMORY_MAX_MB, DRIVER_MEMORY_MIN_MB, SparkConfig, auto_driver_memory
+from jetkafka.config._schema import DRIVER_MEMORY_MAX_MB, DRIVER_MEMORY_MIN_MB, SparkConfig, auto_driver_memory
 from tests.config import SOURCE, error_of, minimal
 
 

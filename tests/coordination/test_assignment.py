@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jetkafka.coordination.assignment import dynamic_quota, plan_dynamic, plan_fixed_count, plan_static
+from jetkafka.coordination._assignment import dynamic_quota, plan_dynamic, plan_fixed_count, plan_static
 
 
 def settle(consumers: list[str], partitions: int, owners: dict[int, str]) -> dict[int, str]:

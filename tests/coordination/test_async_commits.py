@@ -9,8 +9,8 @@ import time
 import pytest
 from kazoo.client import KazooClient
 
-from jetkafka.coordination.offsets import CommitUncertain, OffsetStore
-from jetkafka.coordination.ownership import Lease
+from jetkafka.coordination._offsets import CommitUncertain, OffsetStore
+from jetkafka.coordination._ownership import Lease
 from jetkafka.errors import CommitFenced
 from tests.support.coordination import PATHS, member
 from tests.support.zk_faults import expire_session

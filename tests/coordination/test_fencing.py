@@ -7,7 +7,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 
 from jetkafka.config import ZooKeeperAuth, ZooKeeperConfig
-from jetkafka.coordination.session import build_client, start_client
+from jetkafka.coordination._session import build_client, start_client
 from jetkafka.errors import CommitFenced
 from tests.support.coordination import PATHS, member
 from tests.support.zk_faults import expire_session

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from jetkafka.coordination.held_leases import RETAKE_FIRST_S, RETAKE_MAX_S, HeldLeases
-from jetkafka.coordination.ownership import Lease
+from jetkafka.coordination._held_leases import RETAKE_FIRST_S, RETAKE_MAX_S, HeldLeases
+from jetkafka.coordination._ownership import Lease
 
 
 def lease(p: int, version: int = 0) -> Lease:

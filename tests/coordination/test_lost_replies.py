@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 from kazoo.client import KazooClient
 
-from jetkafka.coordination.offsets import OffsetStore
-from jetkafka.coordination.ownership import Lease
+from jetkafka.coordination._offsets import OffsetStore
+from jetkafka.coordination._ownership import Lease
 from jetkafka.errors import CommitFenced, OffsetMoved
 from tests.support.coordination import member
 

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from jetkafka.config import parse_config
-from jetkafka.coordination.membership import GroupMembership
-from jetkafka.coordination.ownership import Lease
-from jetkafka.coordination.process_session import ProcessSession
+from jetkafka.coordination._membership import GroupMembership
+from jetkafka.coordination._ownership import Lease
+from jetkafka.coordination._process_session import ProcessSession
 from tests.support.channels import wait_until
 from tests.support.group_watch import owners, started_client, stop_client
 

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from jetkafka.coordination.assignment import plan_topic, topic_claims
-from jetkafka.coordination.registry import ConsumerInfo
+from jetkafka.coordination._assignment import plan_topic, topic_claims
+from jetkafka.coordination._registry import ConsumerInfo
 from tests.support.channels import channel_config, values
 from tests.support.group_watch import owners
 from tests.support.instances import Instance

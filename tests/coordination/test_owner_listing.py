@@ -8,9 +8,9 @@ from __future__ import annotations
 from kazoo.client import KazooClient
 
 from jetkafka.config import ZooKeeperConfig
-from jetkafka.coordination.assignment import plan_dynamic
-from jetkafka.coordination.ownership import PartitionOwnership
-from jetkafka.coordination.session import build_client, start_client
+from jetkafka.coordination._assignment import plan_dynamic
+from jetkafka.coordination._ownership import PartitionOwnership
+from jetkafka.coordination._session import build_client, start_client
 from tests.support.coordination import PATHS
 from tests.support.zk_faults import expire_session
 

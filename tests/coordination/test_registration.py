@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from jetkafka.config import parse_config
-from jetkafka.ops.status import group_status
+from jetkafka.ops._status import group_status
 from tests.support.channels import RecordingProcessor, channel_config, make_channel, wait_until
 
 

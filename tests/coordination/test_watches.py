@@ -1,4 +1,4 @@
-"""The watch recipes (jetkafka.coordination.watches) on a real ZooKeeper, with real faults."""
+"""The watch recipes (jetkafka.coordination._watches) on a real ZooKeeper, with real faults."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.security import OPEN_ACL_UNSAFE, make_digest_acl
 
-from jetkafka.coordination.watches import ChildrenWatch, NodeWatch
+from jetkafka.coordination._watches import ChildrenWatch, NodeWatch
 from tests.support.group_watch import started_client, stop_client
 from tests.support.zk_faults import expire_session
 
@@ -102,7 +102,7 @@ def test_node_watch_reports_creation_changes_and_deletion_also_after_the_session
 def test_a_failed_read_is_retried_after_a_back_off_with_one_warning(
     zk_connect: str, zk: KazooClient, thread_failures: list[str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="jetkafka.coordination.watches")
+    caplog.set_level(logging.WARNING, logger="jetkafka.coordination._watches")
     zk.add_auth("digest", "owner:secret")
     zk.create("/locked", b"x", acl=[make_digest_acl("owner", "secret", all=True)])
     anonymous = started_client(zk_connect, timeout=10)
@@ -116,7 +116,7 @@ def test_a_failed_read_is_retried_after_a_back_off_with_one_warning(
         watch.stop()
     finally:
         stop_client(anonymous)
-    warnings = [r for r in caplog.records if r.name == "jetkafka.coordination.watches"]
+    warnings = [r for r in caplog.records if r.name == "jetkafka.coordination._watches"]
     assert warnings, "the failed read was not reported"
     assert all("NoAuthError" in r.getMessage() and "/locked" in r.getMessage() and not r.exc_info for r in warnings)
     assert thread_failures == []
@@ -125,7 +125,7 @@ def test_a_failed_read_is_retried_after_a_back_off_with_one_warning(
 def test_an_on_change_that_raises_is_logged_and_called_again(
     zk: KazooClient, watcher: KazooClient, thread_failures: list[str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="jetkafka.coordination.watches")
+    caplog.set_level(logging.WARNING, logger="jetkafka.coordination._watches")
     calls: list[list[str]] = []
     delivered = threading.Event()
 

@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from jetkafka.devstack import LocalBroker, ServerProcess, client_config
-from jetkafka.devstack import broker as broker_module
+from jetkafka.devstack import _broker as broker_module
 from jetkafka.errors import DevStackError
 
 # Starts servers of its own: a live ZooKeeper and broker (see tests/conftest.py).

@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.skipif(not sys.platform.startswit
 SPAWN_SLEEPER = textwrap.dedent(
     """
     import subprocess, sys, time
-    from jetkafka.devstack.lifetime import die_with_parent
+    from jetkafka.devstack._lifetime import die_with_parent
     tie = die_with_parent() if sys.argv[1] == "tied" else None
     child = subprocess.Popen(["sleep", "120"], start_new_session=True, preexec_fn=tie)
     print(child.pid, flush=True)

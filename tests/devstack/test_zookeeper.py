@@ -13,7 +13,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from jetkafka.devstack import ZooKeeperEnsemble, ZooKeeperServer
-from jetkafka.devstack.process import ProcessRecord
+from jetkafka.devstack._process import ProcessRecord
 from jetkafka.errors import DevStackError
 
 # Starts servers of its own: a live ZooKeeper and broker (see tests/conftest.py).

@@ -17,8 +17,8 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from jetkafka.coordination.paths import GroupPaths
-from jetkafka.coordination.pause_markers import PauseMarkers
+from jetkafka.coordination._paths import GroupPaths
+from jetkafka.coordination._pause_markers import PauseMarkers
 from tests.support.channels import make_channel
 from tests.support.group_watch import owner_nodes
 from tests.support.instances import TimedRecorder

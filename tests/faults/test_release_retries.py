@@ -27,7 +27,7 @@ from kazoo.protocol.serialization import Transaction
 
 from jetkafka import InboundChannel, PartitionSource, ProcessSession, parse_config
 from jetkafka.devstack import ZooKeeperServer
-from jetkafka.processors.base import BatchResponse
+from jetkafka.processors._base import BatchResponse
 from tests.faults.test_zookeeper_outages import startup_leak
 from tests.support.channels import RecordingProcessor, channel_config, values
 from tests.support.group_watch import committed, owners, started_client, stop_client

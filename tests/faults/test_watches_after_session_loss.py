@@ -29,11 +29,11 @@ import pytest
 from kazoo.client import KazooClient, KazooState
 
 from jetkafka import parse_config
-from jetkafka.coordination.ownership import PartitionOwnership
-from jetkafka.coordination.paths import GroupPaths
-from jetkafka.coordination.pause_markers import PauseMarkers
+from jetkafka.coordination._ownership import PartitionOwnership
+from jetkafka.coordination._paths import GroupPaths
+from jetkafka.coordination._pause_markers import PauseMarkers
 from jetkafka.devstack import ZooKeeperServer
-from jetkafka.ops.reset import reset_offsets
+from jetkafka.ops._reset import reset_offsets
 from tests.support.channels import channel_config, values
 from tests.support.group_watch import committed, owners, started_client, stop_client
 from tests.support.instances import Instance

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
-from jetkafka.devstack.ports import free_port
+from jetkafka.devstack._ports import free_port
 from tests.support.event_log import delivered_ids, read_event_log
 from tests.support.group_watch import (
     Sampler,

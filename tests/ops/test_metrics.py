@@ -13,8 +13,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from jetkafka import BatchEventProcessor, BatchResponse, EventBatch, InboundChannel, PartitionSource
-from jetkafka.channel.stats import BATCH_SECONDS_BUCKETS, ChannelStats
-from jetkafka.devstack.ports import free_port
+from jetkafka.channel._stats import BATCH_SECONDS_BUCKETS, ChannelStats
+from jetkafka.devstack._ports import free_port
 from jetkafka.errors import ConfigError
 from tests.support.channels import RecordingProcessor, channel_config, values, wait_until
 from tests.support.scrape import Samples, scrape, value

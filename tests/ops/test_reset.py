@@ -15,11 +15,11 @@ from kazoo.client import KazooClient
 
 from jetkafka import BatchResponse, EventBatch, PartitionSource
 from jetkafka.config import JetkafkaConfig, parse_config
-from jetkafka.coordination.offsets import OffsetStore
-from jetkafka.coordination.paths import GroupPaths
-from jetkafka.ops.protocol import ResetCommand, command_path, commands_path
-from jetkafka.ops.reset import ResetError, ResetIncomplete, reset_offsets
-from jetkafka.ops.targets import parse_target
+from jetkafka.coordination._offsets import OffsetStore
+from jetkafka.coordination._paths import GroupPaths
+from jetkafka.ops._protocol import ResetCommand, command_path, commands_path
+from jetkafka.ops._reset import ResetError, ResetIncomplete, reset_offsets
+from jetkafka.ops._targets import parse_target
 from tests.support.channels import RecordingProcessor, channel_config, make_channel, wait_until
 
 PATHS = GroupPaths("g")

@@ -13,9 +13,9 @@ from typing import Any
 import yaml
 from kazoo.client import KazooClient
 
-from jetkafka.coordination.offsets import OffsetStore
-from jetkafka.coordination.paths import GroupPaths
-from jetkafka.ops.protocol import command_path
+from jetkafka.coordination._offsets import OffsetStore
+from jetkafka.coordination._paths import GroupPaths
+from jetkafka.ops._protocol import command_path
 from tests.support.channels import RecordingProcessor, channel_config, make_channel, values, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,7 +31,7 @@ def reset_command(config: Path, topic: str, command_id: str) -> list[str]:
 
 HALTING_RESET = """
 import sys, threading
-from jetkafka.ops.reset import reset_offsets
+from jetkafka.ops._reset import reset_offsets
 
 def halt(partition, offset):
     sys.stderr.write(f"halted by the hook after moving partition {partition} to {offset}\\n")

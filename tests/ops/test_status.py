@@ -15,8 +15,8 @@ from confluent_kafka import Consumer, TopicPartition
 from kazoo.client import KazooClient
 
 from jetkafka.config import parse_config
-from jetkafka.devstack.ports import free_port
-from jetkafka.ops.status import group_status, show_offsets
+from jetkafka.devstack._ports import free_port
+from jetkafka.ops._status import group_status, show_offsets
 from tests.support.channels import RecordingProcessor, channel_config, make_channel, values, wait_until
 
 REPO = Path(__file__).resolve().parents[2]

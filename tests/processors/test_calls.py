@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from jetkafka import BatchEventProcessor, BatchResponse, EventBatch, PartitionLost, PartitionSource
-from jetkafka.processors.calls import ask_on_exception, call_hook, deliver_batch
+from jetkafka.processors._calls import ask_on_exception, call_hook, deliver_batch
 
 SOURCE = PartitionSource("t", 0, 5, 5, 6)
 

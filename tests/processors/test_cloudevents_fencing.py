@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import CollectorRegistry
 
-from jetkafka.ops.reset import reset_offsets
+from jetkafka.ops._reset import reset_offsets
 from jetkafka.processors.cloudevents import HttpDispatcher
 from tests.support.channels import committed_offsets, make_channel, values, wait_until
 from tests.support.http_subscriber import HttpSubscriber, Received, Reply

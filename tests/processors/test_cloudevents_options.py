@@ -12,10 +12,10 @@ import pytest
 
 from jetkafka.config import parse_config
 from jetkafka.errors import ProcessorError
+from jetkafka.processors._loading import load_processor
 from jetkafka.processors.cloudevents import HttpDispatcher
-from jetkafka.processors.cloudevents.delivery import RetryPolicy, parse_retry_after
-from jetkafka.processors.cloudevents.encoding import EncodingError, RecordEncoder, error_extensions
-from jetkafka.processors.loading import load_processor
+from jetkafka.processors.cloudevents._delivery import RetryPolicy, parse_retry_after
+from jetkafka.processors.cloudevents._encoding import EncodingError, RecordEncoder, error_extensions
 
 
 @dataclass

@@ -12,13 +12,13 @@ import pytest
 
 from jetkafka.config import ProcessorConfig
 from jetkafka.errors import ProcessorError
-from jetkafka.processors.base import BatchEventProcessor
-from jetkafka.processors.loading import load_processor
+from jetkafka.processors._base import BatchEventProcessor
+from jetkafka.processors._loading import load_processor
 
 _names = itertools.count()
 
 GOOD = """
-from jetkafka.processors.base import BatchEventProcessor, BatchResponse
+from jetkafka.processors._base import BatchEventProcessor, BatchResponse
 
 class Indexer(BatchEventProcessor):
     def __init__(self, index: str, flush_every: int = 100, tags: list | None = None) -> None:

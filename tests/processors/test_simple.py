@@ -11,8 +11,8 @@ from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 
 from jetkafka import EventBatch, SimpleKafkaProcessor
-from jetkafka.coordination.offsets import OffsetStore
-from jetkafka.coordination.paths import GroupPaths
+from jetkafka.coordination._offsets import OffsetStore
+from jetkafka.coordination._paths import GroupPaths
 from tests.support.channels import committed_offsets, make_channel, values, wait_until
 
 

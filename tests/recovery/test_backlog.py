@@ -12,9 +12,9 @@ from kazoo.client import KazooClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from jetkafka import BatchResponse, InboundChannel
-from jetkafka.coordination.offsets import OffsetStore
-from jetkafka.coordination.paths import GroupPaths
-from jetkafka.devstack.ports import free_port
+from jetkafka.coordination._offsets import OffsetStore
+from jetkafka.coordination._paths import GroupPaths
+from jetkafka.devstack._ports import free_port
 from jetkafka.recovery import RecoveryLedger
 from tests.recovery import Recorder
 from tests.support.channels import channel_config, committed_offsets, wait_until

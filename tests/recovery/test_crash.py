@@ -10,8 +10,8 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from jetkafka.coordination.offsets import OffsetStore
-from jetkafka.coordination.paths import GroupPaths
+from jetkafka.coordination._offsets import OffsetStore
+from jetkafka.coordination._paths import GroupPaths
 from tests.recovery import Recorder, read_flags
 from tests.recovery.test_backlog import backlog, node_ranges, recovering_channel
 from tests.support.channels import channel_config, wait_until

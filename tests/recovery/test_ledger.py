@@ -7,12 +7,12 @@ from dataclasses import replace
 import pytest
 from kazoo.client import KazooClient
 
-from jetkafka.coordination.offsets import OffsetStore
-from jetkafka.coordination.ownership import Lease, PartitionOwnership
-from jetkafka.coordination.paths import GroupPaths
+from jetkafka.coordination._offsets import OffsetStore
+from jetkafka.coordination._ownership import Lease, PartitionOwnership
+from jetkafka.coordination._paths import GroupPaths
 from jetkafka.errors import CommitFenced
 from jetkafka.recovery import RecoveryLedger, RecoveryRecord
-from jetkafka.recovery import ranges as rng
+from jetkafka.recovery import _ranges as rng
 
 PATHS = GroupPaths("g")
 KEY = ("orders", 0)

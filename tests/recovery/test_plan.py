@@ -11,7 +11,7 @@ from jetkafka import BatchEventProcessor, BatchResponse, EventBatch, PartitionSo
 from jetkafka.config import parse_config
 from jetkafka.errors import ConfigError, JetkafkaError
 from jetkafka.recovery import RecoveryRecord, choose_processor, plan_gap
-from jetkafka.recovery.service import RecoveryContext
+from jetkafka.recovery._service import RecoveryContext
 from tests.config import minimal
 
 
@@ -103,7 +103,7 @@ def test_processor_choice() -> None:
 
 
 def test_spark_micro_batches_are_refused_as_recovery_processor() -> None:
-    from jetkafka.spark.microbatch import SparkMicroBatchProcessor
+    from jetkafka.spark._microbatch import SparkMicroBatchProcessor
 
     spark = SparkMicroBatchProcessor.__new__(SparkMicroBatchProcessor)  # never started
     with pytest.raises(ConfigError) as caught:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from jetkafka.recovery import ranges as rng
+from jetkafka.recovery import _ranges as rng
 
 
 def offsets(ranges: rng.Ranges) -> set[int]:

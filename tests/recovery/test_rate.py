@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from jetkafka.recovery.rate import TokenBucket
+from jetkafka.recovery._rate import TokenBucket
 
 
 class Clock:

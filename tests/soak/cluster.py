@@ -28,10 +28,10 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
-from jetkafka.coordination.paths import GroupPaths
+from jetkafka.coordination._paths import GroupPaths
 from jetkafka.devstack import DevStack, LocalBroker, ServerProcess, ZooKeeperServer, client_config
 from jetkafka.errors import DevStackError
-from jetkafka.recovery.ledger import RecoveryLedger
+from jetkafka.recovery._ledger import RecoveryLedger
 from tests.support.group_watch import committed, consumer_pids, owners
 
 log = logging.getLogger("soak.cluster")

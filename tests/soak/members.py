@@ -6,7 +6,7 @@ process of a run appends to the same event log.
 
 Guarantee: no process outlives the soak. :meth:`MemberPool.close` stops them all (stopped ones
 are continued first, as a stopped process cannot die of SIGTERM), and should the soak itself be
-killed, the kernel kills every member with it (:func:`~jetkafka.devstack.lifetime.die_with_parent`,
+killed, the kernel kills every member with it (:func:`~jetkafka.devstack._lifetime.die_with_parent`,
 tied to the harness's thread).
 """
 
@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from jetkafka.devstack.lifetime import die_with_parent
+from jetkafka.devstack._lifetime import die_with_parent
 from tests.support.processes import REPO, Member
 
 

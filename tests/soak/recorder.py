@@ -36,7 +36,7 @@ from collections.abc import Callable
 from typing import Any
 
 from jetkafka import BatchResponse, EventBatch, PartitionSource, SimpleKafkaProcessor
-from jetkafka.processors.simple import AutoAdvance
+from jetkafka.processors._simple import AutoAdvance
 from tests.support.event_log import EventLogRecorder
 
 
@@ -157,7 +157,7 @@ def slice_writer(path: str, log: str, seed: int = 0, raise_rate: float = 0.0) ->
     """
     from pyspark.sql import functions as F
 
-    from jetkafka.spark.sinks import ParquetSink
+    from jetkafka.spark._sinks import ParquetSink
 
     sink = ParquetSink(path)
     fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

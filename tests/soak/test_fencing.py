@@ -31,7 +31,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from jetkafka.devstack import ZooKeeperServer, find_java
-from jetkafka.devstack.zookeeper import zookeeper_classpath
+from jetkafka.devstack._zookeeper import zookeeper_classpath
 from tests.soak.fencing import replay
 from tests.support.zk_txnlog import Txn, read_txn_logs, txn_log_files
 

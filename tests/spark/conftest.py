@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from jetkafka.config.schema import SparkConfig
-from jetkafka.spark.session import build_session
+from jetkafka.config._schema import SparkConfig
+from jetkafka.spark._session import build_session
 from tests.spark.helpers import TEST_SPARK_CONF
 
 

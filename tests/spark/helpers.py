@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from jetkafka.spark.session import quiet_log4j2_file
-from jetkafka.spark.sinks import ParquetSink
+from jetkafka.spark._session import quiet_log4j2_file
+from jetkafka.spark._sinks import ParquetSink
 
 TEST_SPARK_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     from jetkafka.channel import InboundChannel
     from jetkafka.config import load_config
-    from jetkafka.spark.session import build_session
+    from jetkafka.spark._session import build_session
 
     parser = argparse.ArgumentParser()
     parser.add_argument("config")

@@ -8,8 +8,8 @@ from typing import Any
 from examples.pipeline.aggregates import minute_writer, python_minutes, rollup
 from examples.pipeline.events import EVENT_SCHEMA, generate_events, records
 from jetkafka.channel import InboundChannel
-from jetkafka.coordination.offsets import OffsetStore
-from jetkafka.coordination.paths import GroupPaths
+from jetkafka.coordination._offsets import OffsetStore
+from jetkafka.coordination._paths import GroupPaths
 from jetkafka.spark import ParquetSink, SparkMicroBatchProcessor
 from tests.support.channels import channel_config, wait_until
 

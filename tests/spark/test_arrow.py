@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Message
 
-from jetkafka.spark.arrow import (
+from jetkafka.spark._arrow import (
     EVENT_SCHEMA,
     messages_to_arrow,
     parse_schema,

@@ -22,8 +22,8 @@ import yaml
 from kazoo.client import KazooClient
 
 from examples.pipeline.events import EVENT_SCHEMA, generate_events, records
-from jetkafka.coordination.offsets import OffsetStore
-from jetkafka.coordination.paths import GroupPaths
+from jetkafka.coordination._offsets import OffsetStore
+from jetkafka.coordination._paths import GroupPaths
 from tests.spark.helpers import read_ids, spark_section
 from tests.support.channels import wait_until
 from tests.support.processes import REPO, Member

@@ -22,9 +22,9 @@ import pytest
 
 from examples.pipeline.events import EVENT_SCHEMA, encode, generate_events
 from jetkafka.channel import InboundChannel
-from jetkafka.coordination.offsets import OffsetStore
-from jetkafka.coordination.ownership import PartitionOwnership
-from jetkafka.coordination.paths import GroupPaths
+from jetkafka.coordination._offsets import OffsetStore
+from jetkafka.coordination._ownership import PartitionOwnership
+from jetkafka.coordination._paths import GroupPaths
 from jetkafka.spark import SparkMicroBatchProcessor
 from tests.spark.helpers import audited_writer, read_audit, read_ids
 from tests.spark.test_crash_replay import member_config

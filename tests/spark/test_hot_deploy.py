@@ -13,8 +13,8 @@ import yaml
 
 from examples.pipeline.events import EVENT_SCHEMA, encode, generate_events
 from jetkafka.channel import InboundChannel
-from jetkafka.coordination.offsets import OffsetStore
-from jetkafka.coordination.paths import GroupPaths
+from jetkafka.coordination._offsets import OffsetStore
+from jetkafka.coordination._paths import GroupPaths
 from jetkafka.spark import SparkMicroBatchProcessor
 from tests.spark.helpers import id_writer, read_ids
 from tests.support.channels import channel_config, wait_until

@@ -29,12 +29,12 @@ from kazoo.client import KazooClient
 
 from examples.pipeline.events import EVENT_SCHEMA, encode, generate_events
 from jetkafka.channel import InboundChannel
-from jetkafka.coordination.offsets import OffsetStore
-from jetkafka.coordination.ownership import PartitionOwnership
-from jetkafka.coordination.paths import GroupPaths
-from jetkafka.ops.reset import reset_offsets
+from jetkafka.coordination._offsets import OffsetStore
+from jetkafka.coordination._ownership import PartitionOwnership
+from jetkafka.coordination._paths import GroupPaths
+from jetkafka.ops._reset import reset_offsets
 from jetkafka.spark import ParquetSink, SparkMicroBatchProcessor
-from jetkafka.spark.ledger import MicroBatchLedger, encode_pending
+from jetkafka.spark._ledger import MicroBatchLedger, encode_pending
 from tests.spark.helpers import event_ids, fenced, published, read_ids
 from tests.support.channels import channel_config, wait_until
 from tests.support.processes import REPO

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from jetkafka.config import parse_config
-from jetkafka.config.schema import ProcessorConfig, SparkConfig
+from jetkafka.config._schema import ProcessorConfig, SparkConfig
 from jetkafka.errors import ProcessorError
-from jetkafka.processors.loading import load_processor
+from jetkafka.processors._loading import load_processor
 from jetkafka.spark import SparkMicroBatchProcessor, resolve_function
-from jetkafka.spark.session import builder_options, quiet_log4j2_file
+from jetkafka.spark._session import builder_options, quiet_log4j2_file
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -51,8 +51,8 @@ def test_connect_without_client_packages_names_the_fix(tmp_path: Path) -> None:
     doctest runner and exits early.
     """
     code = (
-        "from jetkafka.config.schema import SparkConfig\n"
-        "from jetkafka.spark.session import build_session, SparkSessionError\n"
+        "from jetkafka.config._schema import SparkConfig\n"
+        "from jetkafka.spark._session import build_session, SparkSessionError\n"
         "try:\n"
         "    build_session(SparkConfig(remote='sc://127.0.0.1:1'))\n"
         "except SparkSessionError as exc:\n"

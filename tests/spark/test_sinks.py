@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from jetkafka.spark import ParquetSink
-from jetkafka.spark.publish import HadoopFiles
+from jetkafka.spark._publish import HadoopFiles
 from tests.spark.helpers import read_ids
 
 

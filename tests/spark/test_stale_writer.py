@@ -19,8 +19,8 @@ from typing import Any
 
 from examples.pipeline.events import EVENT_SCHEMA, encode, generate_events
 from jetkafka.channel import InboundChannel
-from jetkafka.coordination.offsets import OffsetStore
-from jetkafka.coordination.paths import GroupPaths
+from jetkafka.coordination._offsets import OffsetStore
+from jetkafka.coordination._paths import GroupPaths
 from jetkafka.spark import BatchFence, ParquetSink, Publication, SparkMicroBatchProcessor, StaleWriter
 from tests.spark.helpers import event_ids, read_ids
 from tests.support.channels import channel_config, wait_until

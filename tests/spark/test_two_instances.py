@@ -12,9 +12,9 @@ import pytest
 from kazoo.client import KazooClient
 
 from examples.pipeline.events import generate_events, records
-from jetkafka.coordination.offsets import OffsetStore
-from jetkafka.coordination.ownership import PartitionOwnership
-from jetkafka.coordination.paths import GroupPaths
+from jetkafka.coordination._offsets import OffsetStore
+from jetkafka.coordination._ownership import PartitionOwnership
+from jetkafka.coordination._paths import GroupPaths
 from tests.spark.helpers import read_ids
 from tests.spark.test_crash_replay import member_config
 from tests.support.channels import wait_until

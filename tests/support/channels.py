@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from jetkafka import BatchEventProcessor, BatchResponse, EventBatch, InboundChannel, PartitionSource
-from jetkafka.coordination.offsets import OffsetStore
-from jetkafka.coordination.paths import GroupPaths
+from jetkafka.coordination._offsets import OffsetStore
+from jetkafka.coordination._paths import GroupPaths
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:

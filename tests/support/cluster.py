@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from jetkafka.devstack import DevStack, client_config, free_port
-from jetkafka.devstack.zookeeper import four_letter_word
+from jetkafka.devstack._zookeeper import four_letter_word
 
 ENV_ZOOKEEPER = "JETKAFKA_TEST_ZOOKEEPER"
 ENV_BOOTSTRAP = "JETKAFKA_TEST_BOOTSTRAP"

@@ -8,10 +8,10 @@ from contextlib import contextmanager
 from kazoo.client import KazooClient
 
 from jetkafka.config import ZooKeeperConfig
-from jetkafka.coordination.offsets import OffsetStore
-from jetkafka.coordination.ownership import PartitionOwnership
-from jetkafka.coordination.paths import GroupPaths
-from jetkafka.coordination.session import build_client, start_client
+from jetkafka.coordination._offsets import OffsetStore
+from jetkafka.coordination._ownership import PartitionOwnership
+from jetkafka.coordination._paths import GroupPaths
+from jetkafka.coordination._session import build_client, start_client
 
 PATHS = GroupPaths("g")
 

@@ -18,8 +18,8 @@ from typing import Any, Generic, TypeVar
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from jetkafka.coordination.ownership import decode_offset
-from jetkafka.coordination.paths import GroupPaths
+from jetkafka.coordination._ownership import decode_offset
+from jetkafka.coordination._paths import GroupPaths
 
 T = TypeVar("T")
 

@@ -14,7 +14,7 @@ from typing import Any
 from kazoo.client import KazooClient, KazooState
 
 from jetkafka import EventBatch, InboundChannel, PartitionLost, PartitionSource, ProcessSession, parse_config
-from jetkafka.processors.base import BatchResponse
+from jetkafka.processors._base import BatchResponse
 from tests.support.channels import RecordingProcessor
 
 

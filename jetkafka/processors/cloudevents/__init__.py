@@ -9,15 +9,15 @@ goes when it cannot be delivered) and :mod:`.metrics` (its Prometheus series). S
 without it, importing this package raises :class:`~jetkafka.errors.MissingExtra`.
 """
 
-from jetkafka.extras import require_extra
+from jetkafka._extras import require_extra
 
 # Before the package's imports, so that without the extra the error names it and its install
 # command rather than a third-party module (tests/test_extras.py).
 require_extra("cloudevents", __name__)
 
-from jetkafka.processors.cloudevents.dead_letter import DeadLetterFailed, DeliveryFailed  # noqa: E402 - after require_extra on purpose
-from jetkafka.processors.cloudevents.delivery import RetryPolicy  # noqa: E402 - after require_extra on purpose
-from jetkafka.processors.cloudevents.dispatcher import HttpDispatcher  # noqa: E402 - after require_extra on purpose
-from jetkafka.processors.cloudevents.encoding import EncodingError  # noqa: E402 - after require_extra on purpose
+from jetkafka.processors.cloudevents._dead_letter import DeadLetterFailed, DeliveryFailed  # noqa: E402 - after require_extra on purpose
+from jetkafka.processors.cloudevents._delivery import RetryPolicy  # noqa: E402 - after require_extra on purpose
+from jetkafka.processors.cloudevents._dispatcher import HttpDispatcher  # noqa: E402 - after require_extra on purpose
+from jetkafka.processors.cloudevents._encoding import EncodingError  # noqa: E402 - after require_extra on purpose
 
 __all__ = ["DeadLetterFailed", "DeliveryFailed", "EncodingError", "HttpDispatcher", "RetryPolicy"]

@@ -1,0 +1,206 @@
+"""An owned partition's buffer: what the fetcher fetched and the worker has not taken yet.
+
+:class:`PartitionBuffer` is the one owner of the buffered runs and of the fetch-side fields
+(``fetch_next``, ``seek_pending``, ``fetch_paused``, ``out_of_range``, ``closed``). Every one of
+them is written only under ``lock``, by its methods:
+
+* the fetcher thread appends (:meth:`append`), marks the fetch offset out of range
+  (:meth:`mark_out_of_range`) and ends the wait for a seek (:meth:`fetching_from`);
+* the worker holding the partition's turn takes batches (:meth:`take_batch`), puts a batch's
+  tail back (:meth:`unread`) and restarts the buffer at a new offset (:meth:`restart_at`);
+* the worker that ends the partition's lease closes it (:meth:`close`); nothing is appended
+  after that;
+* the controller thread sets :meth:`await_seek` on a new buffer before it is shared.
+
+Reads without the lock (``buffered``, ``out_of_range``, ``closed`` by the work queue and the
+worker) see a value that is at worst one step old; a late one only queues or skips a turn
+that the next offer corrects. ``lock`` is a leaf: nothing else is locked under it but the
+budget's own lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_right
+from collections import deque
+from itertools import accumulate, islice
+from typing import TYPE_CHECKING
+
+from jetkafka.events import offset_of
+
+if TYPE_CHECKING:
+    from confluent_kafka import Message
+
+    from jetkafka.channel._budget import BufferBudget
+
+
+class PartitionBuffer:
+    # A partition is paused in librdkafka only this far beyond its own share of the budget, and
+    # only once the channel's budget is spent: a pause throws away what librdkafka fetched ahead
+    # for it, which is wasted while the fetcher has room for it anyway.
+    PAUSE_FACTOR = 4
+
+    def __init__(self, start_offset: int, buffer_max_events: int, buffer_max_bytes: int, budget: BufferBudget) -> None:
+        self.buffer_max_events = buffer_max_events
+        self.buffer_max_bytes = buffer_max_bytes
+        self.budget = budget
+        self.lock = threading.Lock()
+        # Fetched runs (consecutive messages and their bytes), oldest first; the worker already
+        # took the first ``_head`` events of ``_runs[0]``. Runs are kept as the fetcher made
+        # them, so buffering and taking cost a few list operations per run, not per event; a run
+        # taken in part keeps its taken messages alive until it is used up (one fetch at most).
+        self._runs: deque[tuple[list[Message], int]] = deque()
+        self._head = 0
+        self.buffered = 0  # events in the buffer
+        self.buffered_bytes = 0
+        self.fetch_next = start_offset  # next offset the fetcher may append
+        self.seek_pending = False  # drop appends until the fetcher re-positions
+        self.fetch_paused = False  # librdkafka fetching paused because the buffer is full
+        self.out_of_range = False  # the broker reported the fetch offset out of range
+        self.closed = False  # the partition left the channel: nothing is appended any more
+
+    # -- the fetcher ---------------------------------------------------------------------------
+
+    def append(self, run: list[Message]) -> bool:
+        """Append consecutive messages of this partition; returns True if fetching should pause.
+
+        The list itself is kept (not copied): the fetcher hands it over and does not touch it again.
+        """
+        with self.lock:
+            if self.seek_pending or self.closed:
+                return False
+            if offset_of(run[0]) < self.fetch_next:
+                # Re-delivered after a pause/resume of the fetch: keep offsets strictly rising.
+                run = [m for m in run if offset_of(m) >= self.fetch_next]
+                if not run:
+                    return False
+            size = sum(map(len, run))
+            self._runs.append((run, size))
+            self.buffered += len(run)
+            self.buffered_bytes += size
+            self.budget.added(len(run), size)
+            self.fetch_next = offset_of(run[-1]) + 1
+            k = self.PAUSE_FACTOR
+            full = self.buffered >= k * self.buffer_max_events or self.buffered_bytes >= k * self.buffer_max_bytes
+            if full and not self.fetch_paused and self.budget.spent():
+                self.fetch_paused = True
+                return True
+            return False
+
+    # -- the worker holding the turn -----------------------------------------------------------
+
+    def take_batch(self, max_events: int, max_bytes: int) -> tuple[list[Message], bool]:
+        """Up to ``max_events`` / ``max_bytes`` (at least one event); and whether to resume fetching."""
+        with self.lock:
+            batch, released = self._take(max_events, max_bytes)
+            self.buffered -= len(batch)
+            self.buffered_bytes -= released
+            self.budget.removed(len(batch), released)
+            resume = False
+            if self.fetch_paused and (
+                self.buffered <= self.buffer_max_events and self.buffered_bytes <= self.buffer_max_bytes
+            ):
+                self.fetch_paused = False
+                resume = True
+            return batch, resume
+
+    def _take(self, max_events: int, max_bytes: int) -> tuple[list[Message], int]:
+        """Remove the next batch from the buffer (``lock`` held); and the bytes that frees.
+
+        Runs are joined list to list, so the work per event stays in C: this runs for every
+        event the channel processes. Bytes are counted per run and freed when a run is used up
+        (``buffered_bytes`` may count up to one run taken in part); a run's size bounds any part
+        of it, so sizes of single events are added up only for a run that may not fit.
+        """
+        runs = self._runs
+        batch: list[Message] = []
+        room = max_bytes
+        released = 0
+        while runs and len(batch) < max_events:
+            run, run_bytes = runs[0]
+            head = self._head
+            n = min(len(run) - head, max_events - len(batch))
+            if run_bytes > room:
+                fits = bisect_right(list(accumulate(map(len, islice(run, head, head + n)))), room)
+                n = fits if fits or batch else 1  # a batch holds at least one event
+                if not n:
+                    break
+            piece = run if head == 0 and n == len(run) else run[head : head + n]
+            batch = piece if not batch else batch + piece
+            room -= run_bytes
+            if head + n < len(run):
+                self._head = head + n
+                break
+            runs.popleft()
+            self._head = 0
+            released += run_bytes
+        return batch, released
+
+    def _clear(self) -> None:
+        """Drop the whole buffer (``lock`` held)."""
+        self.budget.removed(self.buffered, self.buffered_bytes)
+        self._runs.clear()
+        self._head = 0
+        self.buffered = 0
+        self.buffered_bytes = 0
+
+    def messages(self) -> list[Message]:
+        """A copy of the buffered events, oldest first."""
+        with self.lock:
+            out: list[Message] = []
+            head = self._head
+            for run, _ in self._runs:
+                out += run[head:]
+                head = 0
+            return out
+
+    def unread(self, messages: list[Message]) -> None:
+        """Put the tail of a batch back at the front of the buffer (a seek inside the batch)."""
+        with self.lock:
+            released = 0
+            if self._head:
+                run, run_bytes = self._runs[0]
+                rest = run[self._head :]
+                rest_bytes = sum(map(len, rest))
+                self._runs[0] = (rest, rest_bytes)
+                self._head = 0
+                released = run_bytes - rest_bytes
+            size = sum(map(len, messages))
+            self._runs.appendleft((messages, size))
+            self.buffered += len(messages)
+            self.buffered_bytes += size - released
+            self.budget.added(len(messages), size)
+            self.budget.removed(0, released)
+
+    def await_seek(self) -> None:
+        """Drop appends until the fetcher re-positions at ``fetch_next`` (:meth:`fetching_from`)."""
+        with self.lock:
+            self.seek_pending = True
+
+    def fetching_from(self, offset: int) -> None:
+        """By the fetcher: it now fetches from ``offset``."""
+        with self.lock:
+            # Only the command for the position this buffer waits for ends the wait, not
+            # one queued for an earlier state of the partition.
+            if self.fetch_next == offset:
+                self.seek_pending = False
+
+    def mark_out_of_range(self) -> None:
+        """By the fetcher: the broker reported ``fetch_next`` out of range."""
+        with self.lock:
+            self.out_of_range = True
+
+    def restart_at(self, offset: int) -> None:
+        """Drop the buffer and expect the fetcher to restart at ``offset``."""
+        with self.lock:
+            self._clear()
+            self.fetch_next = offset
+            self.seek_pending = True
+            self.fetch_paused = False
+            self.out_of_range = False
+
+    def close(self) -> None:
+        """Drop the buffer for good: the partition left the channel."""
+        with self.lock:
+            self.closed = True
+            self._clear()

@@ -1,0 +1,201 @@
+"""Offset commits that travel while the next batch is processed.
+
+A worker that gets ``advance()`` hands the offset to the pipeline and goes on with the
+partition's next batch; the commit is the same fenced ZooKeeper transaction as a synchronous
+one (:meth:`OffsetStore.commit_async`). Waiting for ZooKeeper after every batch is what limits
+a channel's throughput, not the processing: see docs/performance.md.
+
+Guarantee: a partition's commits land in the order its worker made them, each only after the
+batches before its offset were processed, and only while this instance still owns the
+partition. At most one commit per partition is in flight, and one is sent at most every
+``commit_interval_ms`` (``channel.commit_interval_ms``); an advance made meanwhile waits, and a
+later one replaces it, since only the newest offset needs writing. A waiting advance is sent
+when the interval is up, whether or not more batches come. The delivery guarantee stays
+at-least-once: after a crash, the events a new owner re-reads are those processed since the
+last commit that landed, as without pipelining, so at most ``commit_interval_ms`` plus one
+ZooKeeper round trip of processing more.
+
+Failure modes: a commit refused by the fence marks the partition lost; its worker calls
+``on_exception`` with :class:`PartitionLost` at the next turn. A commit without an answer
+(ZooKeeper unreachable) becomes the partition's pending commit, which the worker retries
+synchronously and reconciles when the lost reply had in fact landed. Before any synchronous
+write for a partition (a processor's own commit, a release, an owner-node delete) the worker
+calls :meth:`CommitPipeline.settle`, so a commit in flight is answered first and a waiting one
+becomes the pending commit.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from jetkafka.channel._partition import PartitionState
+from jetkafka.coordination._errors import CommitAnswerLate, CommitUncertain
+from jetkafka.coordination._offsets import OffsetStore
+from jetkafka.coordination._ownership import Lease
+from jetkafka.errors import CommitFenced
+from jetkafka.events import Key
+
+log = logging.getLogger("jetkafka.channel")
+
+
+class CommitPipeline:
+    def __init__(
+        self,
+        store: OffsetStore,
+        on_committed: Callable[[Key, int], None],
+        on_refused: Callable[[Key, str], None],
+        offer: Callable[[PartitionState], None],
+        interval_s: float = 0.0,
+    ) -> None:
+        self._store = store
+        self._on_committed = on_committed
+        self._on_refused = on_refused
+        self._offer = offer
+        self._interval_s = interval_s
+        self._answer = threading.Condition()
+        self._in_flight: set[PartitionState] = set()
+        self._waiting: dict[PartitionState, int] = {}  # the next offset to send, per partition
+        self._sent_at: dict[PartitionState, float] = {}
+        # Waiting advances of partitions with nothing in flight, sent when their interval is up.
+        self._due: list[tuple[float, int, PartitionState]] = []
+        self._seq = itertools.count()
+        self._closed = False
+        self._timer = threading.Thread(target=self._send_when_due, name="jetkafka-commit-timer", daemon=True)
+        self._timer.start()
+
+    def submit(self, state: PartitionState, offset: int) -> None:
+        """Commit ``offset`` for ``state`` without waiting (by the worker holding its turn)."""
+        with self._answer:
+            if state.commit_pending is not None:
+                # A synchronous retry is due at the partition's next turn: let it write the newest.
+                state.commit_pending = offset
+                return
+            if state in self._in_flight:
+                self._waiting[state] = offset
+                return
+            if self._hold(state, offset):
+                return
+            self._in_flight.add(state)
+            self._sent_at[state] = time.monotonic()
+        self._send(state, offset)
+
+    def _hold(self, state: PartitionState, offset: int) -> bool:
+        """Keep ``offset`` waiting if the partition's last commit went out less than the
+        interval ago (under ``_answer``); the timer sends it then. Otherwise the caller sends
+        it, and an older advance still waiting is dropped: it must not land after this one."""
+        at = self._next_send_at(state)
+        if at <= time.monotonic():
+            self._waiting.pop(state, None)
+            return False
+        if state not in self._waiting:
+            heapq.heappush(self._due, (at, next(self._seq), state))
+            self._answer.notify_all()
+        self._waiting[state] = offset
+        return True
+
+    def _next_send_at(self, state: PartitionState) -> float:
+        """When the partition's next commit may go out: the interval after its last one."""
+        return self._sent_at.get(state, 0.0) + self._interval_s
+
+    def _send_when_due(self) -> None:
+        while True:
+            sends: list[tuple[PartitionState, int]] = []
+            with self._answer:
+                while not self._closed and (not self._due or self._due[0][0] > time.monotonic()):
+                    self._answer.wait(self._due[0][0] - time.monotonic() if self._due else None)
+                if self._closed:
+                    return
+                now = time.monotonic()
+                while self._due and self._due[0][0] <= now:
+                    _, _, state = heapq.heappop(self._due)
+                    # Settled, sent or re-timed since: nothing to do for this entry.
+                    if state in self._in_flight or state not in self._waiting:
+                        continue
+                    at = self._next_send_at(state)
+                    if at > now:
+                        heapq.heappush(self._due, (at, next(self._seq), state))
+                        continue
+                    self._in_flight.add(state)
+                    self._sent_at[state] = now
+                    sends.append((state, self._waiting.pop(state)))
+            for state, offset in sends:
+                self._send(state, offset)
+
+    def set_interval(self, interval_s: float) -> None:
+        """A new ``commit_interval_ms`` (hot deploy): waiting advances are re-timed to it."""
+        with self._answer:
+            self._interval_s = interval_s
+            for state in self._waiting:
+                if state not in self._in_flight:
+                    heapq.heappush(self._due, (self._next_send_at(state), next(self._seq), state))
+            self._answer.notify_all()
+
+    def close(self) -> None:
+        """Stop the timer; a waiting advance not settled by then is not sent (at-least-once)."""
+        with self._answer:
+            self._closed = True
+            self._answer.notify_all()
+        self._timer.join(timeout=5)
+
+    def settle(self, state: PartitionState) -> None:
+        """Wait for the answer to the partition's commit in flight (by the worker holding its
+        turn, before any other write for it); a waiting offset becomes ``commit_pending``."""
+        with self._answer:
+            waiting = self._waiting.pop(state, None)  # not sent when the answer comes: kept here
+            if not self._answer.wait_for(lambda: state not in self._in_flight, Lease.SETTLE_TIMEOUT_S):
+                # The lease gives up on the answer as well; the next write reconciles.
+                self._in_flight.discard(state)
+            self._sent_at.pop(state, None)
+            if waiting is not None:
+                state.commit_pending = waiting
+
+    def _send(self, state: PartitionState, offset: int) -> None:
+        self._store.commit_async(state.lease, offset, lambda error: self._answered(state, offset, error))
+
+    def _answered(self, state: PartitionState, offset: int, error: Exception | None) -> None:
+        """On the ZooKeeper client's completion thread."""
+        if isinstance(error, CommitAnswerLate):
+            # settle() gave up on it and later writes went out: retrying this older offset
+            # would move the partition back.
+            log.warning("%s[%d]: %s; ignored", state.topic, state.partition, error)
+            return
+        send: int | None = None
+        with self._answer:
+            if error is None:
+                self._on_committed(state.key, offset)
+            elif isinstance(error, CommitFenced):
+                self._on_refused(state.key, error.cause)
+                log.error(
+                    "%s[%d]: commit of offset %d refused: partition no longer owned by this instance",
+                    state.topic,
+                    state.partition,
+                    offset,
+                )
+                state.lost_reason = state.lost_reason or error.reason
+            else:
+                log.warning(
+                    "%s[%d]: commit of offset %d not confirmed (%s); retrying it",
+                    state.topic,
+                    state.partition,
+                    offset,
+                    error,
+                )
+            waiting = self._waiting.pop(state, None)
+            self._in_flight.discard(state)
+            if error is None and waiting is not None and not self._hold(state, waiting):
+                self._in_flight.add(state)
+                self._sent_at[state] = time.monotonic()
+                send = waiting
+            elif isinstance(error, CommitUncertain):
+                state.commit_pending = waiting if waiting is not None else offset
+                state.not_before = time.monotonic() + 0.5
+            self._answer.notify_all()
+        if send is not None:
+            self._send(state, send)
+        elif error is not None:
+            self._offer(state)

@@ -1,0 +1,170 @@
+"""One leased partition inside a channel: its buffer, its position, its commits and its turn.
+
+The fetcher thread appends to the buffer (:mod:`jetkafka.channel._buffer`, under the buffer's
+lock); the worker that holds the partition's turn takes batches from it and alone moves the
+processing position; the queue guarantees there is at most one such worker. Which thread may
+touch each other field is said on :class:`PartitionState`.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from jetkafka.channel._buffer import PartitionBuffer
+from jetkafka.errors import CommitFenced
+from jetkafka.events import offset_of
+
+if TYPE_CHECKING:
+    from confluent_kafka import Message
+
+    from jetkafka.channel._budget import BufferBudget
+    from jetkafka.channel._moves import Move
+    from jetkafka.coordination._ownership import Lease
+
+
+class Turn(enum.Enum):
+    IDLE = "idle"  # nobody holds it and it is not queued
+    QUEUED = "queued"  # waiting for a free worker
+    IN_HAND = "in hand"  # one worker is running it
+
+
+@dataclass(frozen=True)
+class PartitionSnapshot:
+    """A leased partition at one moment, as :meth:`InboundChannel.partitions` reports it."""
+
+    topic: str
+    partition: int
+    position: int  # next offset to hand to the processor
+    committed: int | None  # last commit that landed in ZooKeeper (None: none yet)
+    buffered: int  # events fetched and waiting for the processor
+    paused: bool  # by pause() or `jetkafka pause`
+    halted: str | None  # why processing stopped until a reposition (on_out_of_range: fail)
+
+
+class PartitionState:
+    """One lease of a partition in a channel (a partition leased again gets a new state).
+
+    Its fields are grouped by owner; each group is written only as said here:
+
+    * ``buffer`` (:class:`PartitionBuffer`): the fetched events and the fetch-side flags,
+      under the buffer's own lock (fetcher appends, the worker holding the turn takes).
+    * The processing position (``position``, ``redeliver``, ``isolating``, ``error_attempts``,
+      ``halted``, ``last_activity``, ``idle_fired``): only the worker holding the turn (the
+      queue guarantees there is at most one), no lock.
+    * The commit state (``commit_pending``, ``advanced``; the landed offset is the lease's
+      ``committed``): the worker holding the turn, and the :class:`CommitPipeline` under its
+      own ``_answer`` lock (its ``submit``/``settle`` on that worker, its answer callback on
+      the ZooKeeper client's thread, which sets ``commit_pending`` only for a commit that got
+      no answer). A processor's own commit outside the turns resets ``advanced``
+      (:meth:`PartitionLeases.commit_outside_turns`).
+    * The turn (``turn``, ``timer_at``): only the :class:`PartitionQueue`, under its lock.
+      ``not_before`` and ``stalled_until`` (when the next turn may come) are set by the worker
+      holding the turn, and ``not_before`` also by the pipeline's answer callback.
+    * Requests from other threads, read by the next turn: ``paused`` (only
+      :class:`ChannelControls`), ``moves`` (filed by controls, consumed by the turn),
+      ``release_reason`` (:class:`PartitionLeases`, controller thread), ``lost_reason``
+      (:class:`PartitionLeases` on the controller thread, or on a processor's thread when its
+      own commit was refused; the pipeline's answer callback; or the turn itself). Once set,
+      ``lost_reason`` is never cleared.
+    """
+
+    def __init__(
+        self, lease: Lease, start_offset: int, buffer_max_events: int, buffer_max_bytes: int, budget: BufferBudget
+    ) -> None:
+        self.topic = lease.topic
+        self.partition = lease.partition
+        self.key = lease.key
+        self.lease = lease
+        self.buffer = PartitionBuffer(start_offset, buffer_max_events, buffer_max_bytes, budget)
+
+        # The processing position: the worker holding the turn.
+        self.position = start_offset  # next offset to hand to the processor
+        self.redeliver: list[Message] | None = None
+        self.isolating = False  # re-delivering ``redeliver`` one record at a time
+        self.error_attempts = 0
+        self.halted: str | None = None  # why processing stopped until an operator repositions
+        self.last_activity = time.monotonic()
+        self.idle_fired = False
+
+        # The commit state: the worker holding the turn and the commit pipeline.
+        self.commit_pending: int | None = None  # an advance ZooKeeper could not take yet
+        self.advanced: int | None = None  # newest advance handed to the commit pipeline
+
+        # The turn: the work queue.
+        self.turn = Turn.IDLE
+        self.timer_at: float | None = None
+        self.not_before = 0.0  # a wait() response or an error back-off
+        self.stalled_until = 0.0  # ZooKeeper out of reach: nothing that needs it before this
+
+        # Requests from other threads, carried out by the next turn.
+        self.paused = False  # paused by the user: no fetching, no processing
+        # Repositions filed by other threads (offset resets), carried out by the next turn.
+        self.moves: deque[Move] = deque()
+        self.release_reason: str | None = None
+        self.lost_reason: str | None = None
+
+    @property
+    def removed(self) -> bool:
+        """The lease ended and the partition left the channel (:meth:`remove`)."""
+        return self.buffer.closed
+
+    def unread(self, messages: list[Message]) -> None:
+        """By the worker holding the turn: put the tail of a batch back (a seek inside the batch)."""
+        self.buffer.unread(messages)
+        self.position = offset_of(messages[0])
+
+    def remove(self) -> None:
+        """The partition left the channel: nothing more is buffered or appended, and moves
+        still waiting fail as fenced (the next owner applies resets at take-over)."""
+        self.buffer.close()
+        while self.moves:
+            move = self.moves.popleft()
+            # An uncertain move is started already and no longer withdrawable: its waiter is
+            # answered here too, or it would wait forever.
+            if move.uncertain or move.start():
+                move.fail(
+                    CommitFenced(self.topic, self.partition, "reposition refused: partition given up first", "not_held")
+                )
+
+    def reposition(self, offset: int) -> None:
+        """By the worker holding the turn: drop the buffer, expect the fetcher to restart at
+        ``offset``, and go on from there."""
+        self.buffer.restart_at(offset)
+        self.position = offset
+        self.advanced = None
+        self.redeliver = None
+        self.isolating = False
+        self.error_attempts = 0
+        self.halted = None
+
+    @property
+    def committed(self) -> int | None:
+        """The last committed offset, whoever committed it (worker, processor, channel context)."""
+        return self.lease.committed
+
+    @property
+    def last_commit(self) -> int | None:
+        """The newest commit as the processor sees it: a pipelined advance counts once sent
+        (it lands, or the partition is reported lost)."""
+        return self.advanced if self.advanced is not None else self.lease.committed
+
+    def snapshot(self) -> PartitionSnapshot:
+        return PartitionSnapshot(
+            self.topic,
+            self.partition,
+            self.position,
+            self.lease.committed,
+            self.buffer.buffered,
+            self.paused,
+            self.halted,
+        )
+
+    def has_buffered(self) -> bool:
+        return self.buffer.buffered > 0 or self.redeliver is not None
+
+    def __repr__(self) -> str:
+        return f"{self.topic}[{self.partition}]@{self.position}"

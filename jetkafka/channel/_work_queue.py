@@ -1,0 +1,170 @@
+"""The queue of partitions waiting for a worker.
+
+Guarantee: a partition is in at most one worker's hands at a time. A partition is queued only
+from IDLE, taken only from QUEUED, and returned to IDLE by the worker that took it, all under
+one lock; so events of one partition are processed by one thread at a time, in offset order.
+That holds across leases too: a partition lost and taken again has a new state while the old
+one may still be queued (its loss to handle) or in a worker's hands (finishing a batch); the
+new state waits, unqueued, until the old one is neither.
+
+A partition is queued when it has work: buffered events, a batch to re-deliver, a release, a
+loss or a reposition to handle, or an idle callback due. ``wait(ms)`` responses and error
+back-offs hold it out of the queue until their time has come (releases, losses and
+repositions do not wait, not even for a pause).
+
+A worker whose partition still has work when its turn ends keeps it for the next turn as long
+as no other partition waits for a worker (:meth:`PartitionQueue.keep`): a backlog then costs
+no hand-off between threads per batch, and no partition waits behind another's backlog for
+longer than the batch in hand.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+from collections import deque
+
+from jetkafka.channel._partition import PartitionState, Turn
+
+
+class PartitionQueue:
+    def __init__(self, idle_ms: int) -> None:
+        self._idle_s = idle_ms / 1000
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)  # workers waiting for a partition
+        # Callers of wait_idle wait apart from the workers: a turn ending wakes only them, and
+        # a partition queued wakes a worker, never one of them.
+        self._turn_ended = threading.Condition(lock)
+        self._ready: deque[PartitionState] = deque()
+        self._timers: list[tuple[float, int, PartitionState]] = []
+        self._seq = itertools.count()
+        self._closed = False
+        # The state of each partition that is queued or in a worker's hands, and the other
+        # states of the same partition waiting for it to be neither, oldest first.
+        self._active: dict[tuple[str, int], PartitionState] = {}
+        self._waiting: dict[tuple[str, int], list[PartitionState]] = {}
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _due(self, state: PartitionState, now: float) -> float | None:
+        """0 if ``state`` has work now, a future time if it will, None if it waits for data."""
+        if state.removed:
+            return None
+        if state.lost_reason is not None:
+            return 0.0
+        if state.release_reason is not None or state.moves:
+            # Neither a pause nor a back-off holds these up; only ZooKeeper being out of reach.
+            return 0.0 if now >= state.stalled_until else state.stalled_until
+        if state.paused or state.halted is not None:
+            return None  # resume() / a reposition offer it again
+        wait_until = max(state.not_before, state.stalled_until)
+        if now < wait_until:
+            return wait_until
+        if state.has_buffered() or state.commit_pending is not None or state.buffer.out_of_range:
+            return 0.0
+        if self._idle_s > 0 and not state.idle_fired:
+            at = state.last_activity + self._idle_s
+            return 0.0 if at <= now else at
+        return None
+
+    def _offer_locked(self, state: PartitionState, now: float) -> None:
+        if state.turn is not Turn.IDLE:
+            return
+        active = self._active.get(state.key)
+        if active is not None and active is not state:
+            waiting = self._waiting.setdefault(state.key, [])
+            if state not in waiting:
+                waiting.append(state)  # offered again once the active state goes idle
+            return
+        due = self._due(state, now)
+        if due == 0.0:
+            state.turn = Turn.QUEUED
+            self._active[state.key] = state
+            self._ready.append(state)
+            self._cond.notify()
+        elif due is not None and (state.timer_at is None or due < state.timer_at):
+            # One pending timer per partition: an earlier one re-evaluates when it fires.
+            state.timer_at = due
+            heapq.heappush(self._timers, (due, next(self._seq), state))
+            self._cond.notify()  # a sleeping worker may need to wake earlier
+
+    def offer(self, state: PartitionState) -> None:
+        """Queue ``state`` if it is idle and has work (fetcher, rebalancer, controls)."""
+        with self._cond:
+            self._offer_locked(state, time.monotonic())
+
+    def take(self, timeout: float) -> PartitionState | None:
+        """The next partition with work, now in the caller's hands; None on timeout or close."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not self._closed:
+                now = time.monotonic()
+                self._offer_due_locked(now)
+                if self._ready:
+                    state = self._ready.popleft()
+                    state.turn = Turn.IN_HAND
+                    return state
+                wake = deadline
+                if self._timers:
+                    wake = min(wake, self._timers[0][0])
+                if now >= deadline:
+                    return None
+                self._cond.wait(max(0.0, wake - now))
+            return None
+
+    def keep(self, state: PartitionState) -> bool:
+        """Whether the worker holding ``state`` should run its next turn at once instead of
+        giving it back: it has work now and no other partition is waiting for a worker (one
+        whose wait or back-off just ran out counts as waiting)."""
+        with self._cond:
+            now = time.monotonic()
+            self._offer_due_locked(now)
+            return not self._ready and not self._closed and self._due(state, now) == 0.0
+
+    def _offer_due_locked(self, now: float) -> None:
+        """Queue the partitions whose timer has come."""
+        while self._timers and self._timers[0][0] <= now:
+            at, _, state = heapq.heappop(self._timers)
+            if state.timer_at == at:
+                state.timer_at = None
+            self._offer_locked(state, now)
+
+    def give_back(self, state: PartitionState) -> None:
+        """The worker is done with its turn; the partition is queued again if it has work."""
+        with self._cond:
+            state.turn = Turn.IDLE
+            now = time.monotonic()
+            self._offer_locked(state, now)  # wakes one worker if queued again
+            if state.turn is Turn.IDLE:  # not queued again: the partition is free
+                if self._active.get(state.key) is state:
+                    del self._active[state.key]
+                for waiting in self._waiting.pop(state.key, []):
+                    if waiting is not state:
+                        self._offer_locked(waiting, now)  # the first queued, the others wait again
+            self._turn_ended.notify_all()
+
+    def wait_idle(self, state: PartitionState, timeout: float) -> bool:
+        """Block until ``state`` is not in a worker's hands; False on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while state.turn is Turn.IN_HAND:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._turn_ended.wait(left)
+            return True
+
+    def set_idle_ms(self, idle_ms: int) -> None:
+        with self._cond:
+            self._idle_s = idle_ms / 1000
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            self._turn_ended.notify_all()

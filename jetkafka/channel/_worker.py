@@ -1,0 +1,236 @@
+"""The workers: the loop each worker thread runs, and what it does with a partition in one turn.
+
+A worker thread (:func:`work_partitions`) takes a partition from the :class:`PartitionQueue`,
+runs its turn with the :class:`BatchRunner`, keeps it for more turns while no other partition
+waits, and gives it back. The queue hands a partition to one worker at a time, so everything
+below runs on the one thread holding the partition's turn.
+
+One turn handles, in this order of precedence: a loss (``on_exception`` with
+:class:`PartitionLost`, nothing committed), a release (``on_stream_termination``, its response
+applied, the owner node deleted), an out-of-range fetch offset, a pending commit, and then
+either one batch or one idle callback. What a response does to the position and the commits
+is :mod:`jetkafka.channel._responses`.
+
+A processor callback that raises goes to ``on_exception``; when that returns None the same
+batch is re-delivered after an exponential back-off. Events are never skipped unless the
+processor says so, and nothing ever rewinds to offset 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from jetkafka.channel._commit_pipeline import CommitPipeline
+from jetkafka.channel._failures import FailurePolicy
+from jetkafka.channel._partition import PartitionState
+from jetkafka.channel._responses import ResponseHandler
+from jetkafka.errors import PartitionLost
+from jetkafka.events import EventBatch, PartitionSource, offset_of
+from jetkafka.processors._base import BatchEventProcessor, BatchResponse, ResponseKind
+from jetkafka.processors._calls import ask_on_exception, deliver_batch
+
+if TYPE_CHECKING:
+    from jetkafka.channel._fetcher import Fetcher
+    from jetkafka.channel._stats import ChannelStats
+    from jetkafka.channel._work_queue import PartitionQueue
+    from jetkafka.config import ChannelConfig
+    from jetkafka.coordination._membership import GroupMembership
+
+log = logging.getLogger("jetkafka.channel")
+
+# Turns a worker runs in a row on one partition before it gives it back all the same, so no
+# worker stays on one partition without passing through the queue.
+KEPT_TURNS = 64
+
+
+def work_partitions(queue: PartitionQueue, runner: BatchRunner, stop: threading.Event) -> None:
+    """The loop of one worker thread, until ``stop`` is set or the queue is closed."""
+    while not stop.is_set():
+        state = queue.take(timeout=0.5)
+        if state is None:
+            if queue.closed:  # a worker of an earlier start, outlasting its teardown
+                return
+            continue
+        try:
+            runner.run_turn(state)
+            for _ in range(KEPT_TURNS):
+                if stop.is_set() or not queue.keep(state):
+                    break
+                runner.run_turn(state)
+        except Exception:
+            # Kafka or ZooKeeper calls inside a turn can fail; the partition is retried.
+            log.exception("%s[%d]: turn failed at offset %d; retrying in 1 s", *state.key, state.position)
+            state.not_before = time.monotonic() + 1.0
+        finally:
+            queue.give_back(state)
+
+
+class BatchRunner:
+    """One turn of a partition, on the worker holding it; ``responses`` applies what it decided."""
+
+    def __init__(
+        self,
+        config: ChannelConfig,
+        processor: BatchEventProcessor,
+        membership: GroupMembership,
+        fetcher: Fetcher,
+        stats: ChannelStats,
+        remove: Callable[[PartitionState], None],
+        may_act: Callable[[], bool],
+        failures: FailurePolicy,
+        pipeline: CommitPipeline | None,
+    ) -> None:
+        self.failures = failures
+        self.processor = processor
+        self.membership = membership
+        self.fetcher = fetcher
+        self.stats = stats
+        self.responses = ResponseHandler(config, processor, membership, fetcher, stats, pipeline)
+        self._remove = remove
+        self._may_act = may_act
+
+    @property
+    def config(self) -> ChannelConfig:
+        return self.responses.config
+
+    @config.setter
+    def config(self, config: ChannelConfig) -> None:
+        """A new channel configuration (hot deploy, in place): the next turn runs on it."""
+        self.responses.config = config
+
+    # -- one turn --------------------------------------------------------------------------
+
+    def run_turn(self, state: PartitionState) -> None:
+        if state.lost_reason is not None:
+            self._lose(state)
+        elif not self._may_act():
+            # ZooKeeper suspended, or no answer from it for longer than the local lease allows:
+            # start nothing that needs a commit, an owner-node delete, or a live session.
+            state.stalled_until = time.monotonic() + 0.2
+        elif state.moves:
+            # Ahead of a release: the release then commits from the new position.
+            self.responses.move(state)
+        elif state.release_reason is not None:
+            self._release(state)  # paused or not: a release must never wait for a resume
+        elif state.paused:
+            pass  # queued before it was paused; resume() queues it again
+        elif state.buffer.out_of_range:
+            self.responses.out_of_range(state)
+        elif state.commit_pending is not None and not self.responses.commit(state, state.commit_pending):
+            pass
+        elif state.has_buffered():
+            self._batch(state)
+        else:
+            self._idle(state)
+
+    def _batch(self, state: PartitionState) -> None:
+        batch = self.failures.next_batch(state)
+        if batch is None:
+            batch, resume = state.buffer.take_batch(self.config.batch_max_events, self.config.batch_max_bytes)
+            if resume:
+                self.fetcher.resume(state.key)
+            if not batch:
+                return
+        head, last = offset_of(batch[0]), offset_of(batch[-1])
+        source = self.responses.source(state, head, last + 1)
+        started = time.perf_counter()
+        end = deliver_batch(self.processor, source, EventBatch(batch))
+        if end.lost is not None:
+            state.lost_reason = end.lost.reason
+            return
+        if end.failure is not None:
+            self.stats.batch_failed(state.key)
+            self._failed(state, source, batch, end.failure)
+            return
+        response = end.response
+        assert response is not None
+        self.stats.batch_done(state.key, len(batch), time.perf_counter() - started, response.kind.value)
+        self.failures.succeeded(state, batch)
+        state.last_activity = time.monotonic()
+        state.idle_fired = False
+        if self.responses.apply(state, response, last + 1, batch):
+            self.responses.call(state, "on_batch_processed", source)
+
+    def _failed(self, state: PartitionState, source: PartitionSource, batch: list[Any], exc: Exception) -> None:
+        state.error_attempts += 1
+        response = ask_on_exception(
+            self.processor, source, batch, exc, state.error_attempts, log=log, failed=self.responses.hook_failed(state)
+        )
+        if response is not None:
+            # The processor decided (e.g. advance = skip the batch): follow it.
+            self.failures.succeeded(state, batch)
+            self.responses.apply(state, response, offset_of(batch[-1]) + 1)
+            return
+        given_up = self.failures.failed(state, batch, exc)
+        if given_up is not None:
+            self.responses.apply(state, BatchResponse.advance(), given_up.offset + 1)
+
+    def _idle(self, state: PartitionState) -> None:
+        if self.config.idle_ms <= 0 or state.idle_fired:
+            return
+        if time.monotonic() - state.last_activity < self.config.idle_ms / 1000:
+            return
+        state.idle_fired = True
+        source = self.responses.source(state, state.position, state.position)
+        response = self.responses.call(state, "on_idle", source)
+        if response is not None:
+            self.responses.apply(state, response, state.position)
+
+    # -- release, loss ---------------------------------------------------------------------
+
+    def _release(self, state: PartitionState) -> None:
+        source = self.responses.source(state, state.position, state.position)
+        response = self.responses.call(state, "on_stream_termination", source)
+        self.responses.settle(state)  # the owner-node delete below is fenced by the offset version
+        if response is not None and response.kind is ResponseKind.ADVANCE:
+            self.responses.commit(state, response.offset if response.offset is not None else state.position)
+        elif state.commit_pending is not None:
+            self.responses.commit(state, state.commit_pending)
+        if state.lost_reason is not None:
+            self._lose(state)
+            return
+        log.info(
+            "%s[%d]: released (%s) at offset %d, committed %s",
+            state.topic,
+            state.partition,
+            state.release_reason,
+            state.position,
+            state.committed,
+        )
+        self._remove(state)
+        self.membership.finish_release(state.key, state.lease)
+
+    def _lose(self, state: PartitionState) -> None:
+        reason = state.lost_reason or "lost"
+        log.error(
+            "%s[%d]: partition lost (%s) at offset %d; uncommitted work will be re-read by the next owner "
+            "from offset %s",
+            state.topic,
+            state.partition,
+            reason,
+            state.position,
+            state.committed,
+        )
+        self.stats.error(state.key, "partition_lost")
+        self.responses.settle(state)
+        if state.commit_pending is not None:
+            # An advance that never reached ZooKeeper (unanswered, then the lease was gone): the
+            # next owner re-reads from the last commit. Counted, so a zombie shows in the metrics.
+            self.stats.commit_refused(state.key, "dropped")
+            log.warning(
+                "%s[%d]: commit of offset %d dropped: the partition was lost before ZooKeeper took it",
+                state.topic,
+                state.partition,
+                state.commit_pending,
+            )
+            state.commit_pending = None
+        source = self.responses.source(state, state.position, state.position)
+        self.responses.call(state, "on_exception", source, PartitionLost(state.topic, state.partition, reason))
+        self._remove(state)
+        # If ZooKeeper still shows this lease (the loss was seen here first), give it up, so the
+        # partition is taken again cleanly instead of staying owned and unprocessed.
+        self.membership.finish_release(state.key, state.lease)

@@ -1,0 +1,103 @@
+"""Opening a ZooKeeper session from the ``zookeeper:`` configuration.
+
+:func:`build_client` and :func:`start_client` make and connect a client; :func:`zookeeper_session`
+does both for a command or tool that needs ZooKeeper for a while and closes the client after.
+Channels do not open their own: they share the process's
+:class:`~jetkafka.coordination._process_session.ProcessSession`.
+
+With ``zookeeper.auth`` set, the session authenticates with the digest credential and every node
+jetkafka creates carries an ACL that grants all rights to that identity only; other clients can
+neither read offsets nor steal ownership.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+
+from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.retry import KazooRetry
+from kazoo.security import make_digest_acl
+
+from jetkafka.config import ZooKeeperConfig
+from jetkafka.errors import ConfigError, ConnectError
+
+log = logging.getLogger(__name__)
+
+
+def _digest_identity(credential: str) -> tuple[str, str]:
+    user, sep, password = credential.partition(":")
+    if not sep or not user:
+        raise ConfigError(
+            "<zookeeper>",
+            "zookeeper.auth.credential",
+            "expected 'user:password'",
+            "write the credential as user:password, e.g. ${ZK_USER}:${ZK_PASSWORD}",
+        )
+    return user, password
+
+
+def build_client(config: ZooKeeperConfig, hosts: str | None = None) -> KazooClient:
+    """A client for ``config`` (or for ``hosts`` with its credentials), not yet started."""
+    auth_data = None
+    default_acl = None
+    if config.auth is not None:
+        user, password = _digest_identity(config.auth.credential)
+        auth_data = [("digest", f"{user}:{password}")]
+        default_acl = [make_digest_acl(user, password, all=True)]
+    return KazooClient(
+        hosts=hosts or config.connect,
+        timeout=config.session_timeout_s,
+        auth_data=auth_data,
+        default_acl=default_acl,
+        # Commands retry through short disconnections; the session timeout bounds them.
+        command_retry=KazooRetry(max_tries=3, delay=0.1, max_delay=1.0, ignore_expire=False),
+        connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=2.0),
+        logger=logging.getLogger("jetkafka.zookeeper"),
+    )
+
+
+def start_client(client: KazooClient, config: ZooKeeperConfig) -> None:
+    """Connect, or raise :class:`ConnectError` naming the address and the fix."""
+    hosts, _, chroot = config.connect.partition("/")
+    if chroot:
+        # The chroot must exist before a client rooted in it starts.
+        plain = build_client(config, hosts=hosts)
+        _start(plain, config)
+        try:
+            plain.ensure_path("/" + chroot)
+        finally:
+            plain.stop()
+            plain.close()
+    _start(client, config)
+    log.info("connected to ZooKeeper %s (session 0x%x)", config.connect, client.client_id[0])
+
+
+@contextlib.contextmanager
+def zookeeper_session(config: ZooKeeperConfig) -> Iterator[KazooClient]:
+    """A started client for ``config`` (auth and ACLs included), stopped and closed on exit.
+
+    Raises :class:`ConnectError` when ZooKeeper cannot be reached (see :func:`start_client`).
+    """
+    client = build_client(config)
+    start_client(client, config)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+def _start(client: KazooClient, config: ZooKeeperConfig) -> None:
+    try:
+        client.start(timeout=config.connection_timeout_s)
+    except KazooTimeoutError:
+        client.stop()
+        client.close()
+        raise ConnectError(
+            f"cannot reach ZooKeeper at {config.connect} within {config.connection_timeout_s:g} s; "
+            "check zookeeper.connect and that the server runs "
+            "(for a local one: jetkafka dev up), or raise zookeeper.connection_timeout_s"
+        ) from None

@@ -1,0 +1,295 @@
+"""A consumer group as ZooKeeper and the brokers see it: ``jetkafka status`` and ``offsets show``.
+
+Runs anywhere ZooKeeper and Kafka can be reached; no channel needs to run. It reads, and never
+writes: the live instances (``ids``), each partition's owner (``owners``) and committed offset
+(``offsets``) from ZooKeeper, and each partition's watermarks from the brokers.
+
+Guarantees and limits: every value is read once, in the order instances, owners, offsets,
+watermarks, without a snapshot across them; on a busy group an offset may have moved between
+two reads, so ``lag`` is exact for the moment of its own reads only. ``lag`` is
+``high - committed``; it is negative when the committed offset lies beyond the log end (the
+topic was recreated or truncated) and ``None`` when nothing was committed yet.
+
+Failure modes: ZooKeeper or Kafka unreachable raises :class:`~jetkafka.errors.ConnectError`
+naming the address; a topic missing on the cluster raises :class:`~jetkafka.errors.TopicNotFound`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from kazoo.client import KazooClient
+
+from jetkafka.config import JetkafkaConfig
+from jetkafka.coordination._offsets import OffsetStore
+from jetkafka.coordination._ownership import PartitionOwnership
+from jetkafka.coordination._paths import GroupPaths
+from jetkafka.coordination._registry import ConsumerRegistry
+from jetkafka.coordination._session import zookeeper_session
+from jetkafka.errors import ConnectError, TopicNotFound
+
+log = logging.getLogger(__name__)
+
+# The broker answers ListOffsets for a time past its last record with this offset.
+_OFFSET_END = -1
+
+
+class BrokerView:
+    """Metadata, watermark and time look-ups through one idle consumer (no group, no assignment)."""
+
+    def __init__(self, kafka: Mapping[str, Any], group: str, timeout: float = 10.0) -> None:
+        from jetkafka.channel._fetcher import consumer_config
+
+        conf = consumer_config(kafka, group)
+        self._bootstrap = str(conf.get("bootstrap.servers", "?"))
+        self._timeout = timeout
+        self._consumer = Consumer(conf, logger=logging.getLogger("jetkafka.librdkafka"))
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def __enter__(self) -> BrokerView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _unreachable(self, exc: KafkaException, what: str) -> ConnectError:
+        return ConnectError(
+            f"cannot {what} from Kafka at {self._bootstrap} ({exc.args[0].str() if exc.args else exc}); "
+            "check kafka.bootstrap.servers and that the broker runs (for a local one: jetkafka dev up)"
+        )
+
+    def partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
+        try:
+            # All topics, never one by name: some brokers create a topic they are asked about.
+            meta = self._consumer.list_topics(timeout=self._timeout)
+        except KafkaException as exc:
+            raise self._unreachable(exc, "read metadata") from None
+        counts = {}
+        for topic in topics:
+            tmeta = meta.topics.get(topic)
+            if tmeta is None or tmeta.error is not None or not tmeta.partitions:
+                raise TopicNotFound(f"topic {topic!r} does not exist on {self._bootstrap}; check the topic name")
+            counts[topic] = len(tmeta.partitions)
+        return counts
+
+    def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        """``(low, high)``: the oldest offset held, and the offset the next record will get."""
+        try:
+            low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=self._timeout)
+        except KafkaException as exc:
+            raise self._unreachable(exc, f"read the watermarks of {topic}[{partition}]") from None
+        return int(low), int(high)
+
+    def offsets_for_time(self, topic: str, partitions: Sequence[int], ms: int) -> dict[int, int | None]:
+        """Per partition, the first offset whose timestamp is at or after ``ms``; None: no such record."""
+        request = [TopicPartition(topic, p, ms) for p in partitions]
+        try:
+            answer = self._consumer.offsets_for_times(request, timeout=self._timeout)
+        except KafkaException as exc:
+            raise self._unreachable(exc, f"look up offsets by time of {topic}") from None
+        out: dict[int, int | None] = {}
+        for tp in answer:
+            if tp.error is not None:
+                raise ConnectError(f"{topic}[{tp.partition}]: offset look-up by time failed: {tp.error.str()}")
+            out[tp.partition] = None if tp.offset == _OFFSET_END or tp.offset < 0 else int(tp.offset)
+        return out
+
+
+@dataclass(frozen=True)
+class InstanceStatus:
+    id: str
+    host: str
+    pid: int
+    started: float
+    since: str
+    paused: bool
+    coordinator: str
+    topics: tuple[str, ...]
+    partitions: int
+
+
+@dataclass(frozen=True)
+class PartitionStatus:
+    topic: str
+    partition: int
+    owner: str | None
+    committed: int | None
+    low: int
+    high: int
+    lag: int | None
+
+
+@dataclass(frozen=True)
+class GroupStatus:
+    group: str
+    topics: tuple[str, ...]
+    instances: tuple[InstanceStatus, ...]
+    partitions: tuple[PartitionStatus, ...]
+
+    @property
+    def lag(self) -> int:
+        return sum(p.lag for p in self.partitions if p.lag is not None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--json`` form; its keys are documented in docs/operations.md and kept stable."""
+        return {
+            "group": self.group,
+            "topics": list(self.topics),
+            "instances": [{**asdict(i), "topics": list(i.topics)} for i in self.instances],
+            "partitions": [asdict(p) for p in self.partitions],
+            "lag": self.lag,
+        }
+
+
+def _iso(epoch: float) -> str:
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def read_partitions(
+    client: KazooClient, broker: BrokerView, group: str, topics: Sequence[str]
+) -> list[PartitionStatus]:
+    """Owner, committed offset, watermarks and lag of every partition of ``topics``."""
+    paths = GroupPaths(group)
+    counts = broker.partition_counts(topics)
+    ownership = PartitionOwnership(client, paths, "")
+    store = OffsetStore(client, paths)
+    out = []
+    for topic in topics:
+        owners = ownership.owners(topic)
+        committed = store.read_all(topic)
+        for p in range(counts[topic]):
+            low, high = broker.watermarks(topic, p)
+            offset = committed.get(p)
+            out.append(
+                PartitionStatus(
+                    topic=topic,
+                    partition=p,
+                    owner=owners.get(p),
+                    committed=offset,
+                    low=low,
+                    high=high,
+                    lag=None if offset is None else high - offset,
+                )
+            )
+    return out
+
+
+def group_status(config: JetkafkaConfig, topics: Sequence[str] | None = None) -> GroupStatus:
+    """The group of ``config`` (its ``channel.group``), over ``topics`` (default: ``channel.topics``)."""
+    group = config.channel.group
+    topics = tuple(topics or config.channel.topics)
+    with zookeeper_session(config.zookeeper) as client, BrokerView(config.kafka, group) as broker:
+        live = ConsumerRegistry(client, GroupPaths(group)).live()
+        partitions = read_partitions(client, broker, group, topics)
+    held: dict[str, int] = {}
+    for p in partitions:
+        if p.owner is not None:
+            held[p.owner] = held.get(p.owner, 0) + 1
+    instances = tuple(
+        InstanceStatus(
+            id=info.consumer_id,
+            host=info.host,
+            pid=info.pid,
+            started=info.started,
+            since=_iso(info.started),
+            paused=info.paused,
+            coordinator=info.coordinator,
+            topics=info.topics,
+            partitions=held.get(info.consumer_id, 0),
+        )
+        for info in sorted(live.values(), key=lambda i: (i.started, i.consumer_id))
+    )
+    return GroupStatus(group, topics, instances, tuple(partitions))
+
+
+def show_offsets(config: JetkafkaConfig, topics: Sequence[str] | None = None) -> GroupStatus:
+    """Committed offsets, owners, watermarks and lag of ``topics`` (default ``channel.topics``),
+    without the instances."""
+    group = config.channel.group
+    topics = tuple(topics or config.channel.topics)
+    with zookeeper_session(config.zookeeper) as client, BrokerView(config.kafka, group) as broker:
+        partitions = read_partitions(client, broker, group, topics)
+    return GroupStatus(group, topics, (), tuple(partitions))
+
+
+# -- rendering ---------------------------------------------------------------------------------
+
+
+def format_table(header: Sequence[str], rows: Iterable[Sequence[object]], right: Iterable[int] = ()) -> list[str]:
+    right = set(right)
+    cells = [[str(h) for h in header]] + [["-" if c is None else str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = []
+    for row in cells:
+        parts = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        lines.append("  ".join(parts).rstrip())
+    return lines
+
+
+def _age(started: float, now: float) -> str:
+    seconds = max(0, int(now - started))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def render_partitions(partitions: Sequence[PartitionStatus]) -> list[str]:
+    return format_table(
+        ("TOPIC", "PARTITION", "OWNER", "COMMITTED", "LOW", "HIGH", "LAG"),
+        ((p.topic, p.partition, p.owner, p.committed, p.low, p.high, p.lag) for p in partitions),
+        right={1, 3, 4, 5, 6},
+    )
+
+
+def render_status(status: GroupStatus, now: float | None = None) -> str:
+    now = time.time() if now is None else now
+    owned = sum(1 for p in status.partitions if p.owner is not None)
+    lines = [
+        (
+            f"group {status.group}: {len(status.instances)} instance(s), "
+            f"{owned}/{len(status.partitions)} partitions owned, total lag {status.lag}"
+        ),
+        "",
+    ]
+    if status.instances:
+        lines += format_table(
+            ("INSTANCE", "HOST", "PID", "SINCE", "PAUSED", "PARTITIONS"),
+            (
+                (i.id, i.host, i.pid, f"{i.since} ({_age(i.started, now)} ago)", "yes" if i.paused else "no", i.partitions)
+                for i in status.instances
+            ),
+            right={2, 5},
+        )
+    else:
+        lines.append("no live instances")
+    lines.append("")
+    lines += render_partitions(status.partitions)
+    return "\n".join(lines)
+
+
+def render_offsets(status: GroupStatus) -> str:
+    return "\n".join(
+        [f"group {status.group}: committed offsets, total lag {status.lag}", "", *render_partitions(status.partitions)]
+    )
+
+
+__all__ = [
+    "BrokerView",
+    "GroupStatus",
+    "InstanceStatus",
+    "PartitionStatus",
+    "group_status",
+    "read_partitions",
+    "render_offsets",
+    "render_status",
+    "show_offsets",
+]

@@ -1,0 +1,97 @@
+"""Every call into a processor's code goes through here.
+
+A processor is the user's code: it may raise anything, return the wrong type, or report that
+its partition was lost. The live workers (:mod:`jetkafka.channel._worker`) and recovery
+(:mod:`jetkafka.recovery._progress`) hand their batches and callbacks to these two functions,
+so both treat a processor the same way:
+
+- :func:`deliver_batch` calls ``on_next_batch`` and sorts its end into a response, a
+  :class:`~jetkafka.errors.PartitionLost` (nothing of the batch counts; the caller drops the
+  partition) or a failure (any other exception, a response that is not a
+  :class:`BatchResponse`: the caller's failure policy decides, with ``on_exception`` first);
+- :func:`ask_on_exception` reports a failed batch (the traceback once, at its first attempt)
+  and asks ``on_exception`` what to do: a response to follow, or None for the failure policy;
+- :func:`call_hook` calls any other callback (``on_exception``, ``on_batch_processed``,
+  ``on_idle``, ``on_reposition``, ``on_stream_termination``): an exception there is reported
+  to the caller's ``failed`` and the call answers None, never fatal to a worker.
+
+Neither catches ``BaseException`` beyond ``Exception``: a ``KeyboardInterrupt`` or
+``SystemExit`` raised by user code ends the thread as Python intends.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from jetkafka.errors import PartitionLost
+from jetkafka.events import EventBatch, PartitionSource, offset_of
+from jetkafka.processors._base import BatchEventProcessor, BatchResponse
+
+
+@dataclass(frozen=True)
+class BatchEnd:
+    """How ``on_next_batch`` ended: exactly one of the three is set."""
+
+    response: BatchResponse | None = None
+    lost: PartitionLost | None = None
+    failure: Exception | None = None
+
+
+def deliver_batch(processor: BatchEventProcessor, source: PartitionSource, events: EventBatch) -> BatchEnd:
+    try:
+        response = processor.on_next_batch(source, events)
+        if not isinstance(response, BatchResponse):
+            raise TypeError(
+                f"{type(processor).__name__}.on_next_batch must return a BatchResponse "
+                f"(e.g. BatchResponse.advance()), got {response!r}"
+            )
+    except PartitionLost as exc:
+        return BatchEnd(lost=exc)
+    except Exception as exc:  # noqa: BLE001 - user code may raise anything: the caller's failure policy decides
+        return BatchEnd(failure=exc)
+    return BatchEnd(response=response)
+
+
+def ask_on_exception(
+    processor: BatchEventProcessor,
+    source: PartitionSource,
+    batch: list[Any],
+    exc: Exception,
+    attempt: int,
+    *,
+    log: logging.Logger,
+    failed: Callable[[str, Exception], None],
+    what: str = "offsets",
+) -> BatchResponse | None:
+    """``batch`` (its messages) failed with ``exc`` at its ``attempt``-th try: log it on the
+    caller's ``log`` (the traceback only at the first attempt, so a batch retried for minutes
+    does not flood the log) and return what ``on_exception`` answers (None: it left the decision
+    to the caller's failure policy, or raised, reported to ``failed``)."""
+    log.error(
+        "%s[%d]: processor failed on %s %d..%d (attempt %d): %s: %s",
+        source.topic,
+        source.partition,
+        what,
+        offset_of(batch[0]),
+        offset_of(batch[-1]),
+        attempt,
+        type(exc).__name__,
+        exc,
+        exc_info=exc if attempt == 1 else None,
+    )
+    response: BatchResponse | None = call_hook(processor, "on_exception", source, exc, failed=failed)
+    return response
+
+
+def call_hook(
+    processor: BatchEventProcessor, name: str, *args: Any, failed: Callable[[str, Exception], None]
+) -> Any:
+    """``processor.<name>(*args)``; None, after ``failed(name, error)``, if it raised."""
+    try:
+        return getattr(processor, name)(*args)
+    except Exception as exc:  # noqa: BLE001 - user code may raise anything: reported to `failed`, never fatal
+        failed(name, exc)
+        return None

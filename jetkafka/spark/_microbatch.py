@@ -1,0 +1,358 @@
+"""SparkMicroBatchProcessor: the channel's events as Spark micro-batches, exactly-once output.
+
+The channel's workers hand each partition's batches to :meth:`on_next_batch`, which converts
+them to Arrow and adds them to the open micro-batch; no offset is committed there. A driver
+thread closes the micro-batch (``max_events``, ``max_bytes`` or ``max_interval_ms``), records
+its offset ranges in ZooKeeper, calls ``fn(df, batch_id)`` and then commits every partition's
+offsets together with marking the ranges done. See ``docs/spark.md`` for the guarantees.
+
+Threads: each partition's callbacks (``on_next_batch``, ``on_idle``, ``on_reposition``,
+``on_stream_termination``, ``on_exception``) run on the worker holding its turn, one at a time;
+state kept per partition here (``_moved``) is only touched there. ``on_start`` / ``on_stop``
+run on the thread starting or stopping the channel, around every resubscribe of a hot deploy:
+each start gets a fresh collector and driver thread, so nothing of a stopped driver (its
+stopping flag, its half-gathered batches) reaches the next one.
+
+A reposition (:meth:`on_reposition`: an offset reset, the out-of-range policy, a halt lifted by
+a reset) drops what was gathered from the old position; the partition is registered again at
+its next batch, from the new committed offset, after abandoning its pending range in ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from kazoo.exceptions import BadVersionError, NoNodeError
+
+from jetkafka.errors import PartitionLost
+from jetkafka.events import EventBatch, PartitionSource
+from jetkafka.processors._base import BatchEventProcessor, BatchResponse
+from jetkafka.spark._arrow import messages_to_arrow, parse_schema
+from jetkafka.spark._batch import Bounds, Collector
+from jetkafka.spark._driver import DriverStats, MicroBatchDriver
+from jetkafka.spark._fence import fence_parameter
+from jetkafka.spark._ledger import MicroBatchLedger, PendingRange
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from jetkafka.channel._context import ChannelContext
+    from jetkafka.coordination._ownership import Lease
+
+log = logging.getLogger("jetkafka.spark")
+
+BatchFunction = Callable[..., Any]  # fn(df, batch_id), or fn(df, batch_id, fence)
+
+# Re-reading a batch whose reposition commit has not reached ZooKeeper yet waits this long.
+_MOVE_PENDING_WAIT_MS = 200
+_ABANDON_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class _Moved:
+    """A reposition of a partition under ``hold``, not yet followed by its first batch."""
+
+    hold: Lease
+    offset: int  # the new position
+    old_offset: int
+    reason: str
+
+
+def resolve_function(fn: BatchFunction | str, fn_options: Mapping[str, Any] | None = None) -> BatchFunction:
+    """``fn`` itself, or the function a "package.module:name" string names.
+
+    With ``fn_options`` the named object is a factory, called with them, that returns the
+    function: a YAML file can then configure it (an output path, a table name).
+    """
+    target: Any = fn
+    if isinstance(fn, str):
+        module_name, colon, attr_path = fn.partition(":")
+        if not colon or not module_name or not attr_path:
+            raise ValueError(f"fn {fn!r} is not of the form 'package.module:function'")
+        target = importlib.import_module(module_name)
+        walked = module_name
+        for part in attr_path.split("."):
+            if not hasattr(target, part):
+                raise ValueError(f"fn {fn!r}: {walked} has no attribute {part!r}")
+            target = getattr(target, part)
+            walked = f"{walked}.{part}"
+    if fn_options is not None:
+        target = target(**dict(fn_options))
+    function: object = target
+    if not callable(function):
+        raise ValueError(f"fn must be callable as fn(df, batch_id) or fn(df, batch_id, fence), got {function!r}")
+    return function
+
+
+class SparkMicroBatchProcessor(BatchEventProcessor):
+    """Micro-batches over every partition the channel owns, handed to ``fn(df, batch_id)``.
+
+    Options (also as ``processor.options`` in YAML):
+
+    - ``fn``: the batch function, or "package.module:name"; with ``fn_options`` the name is a
+      factory called with those options that returns the function. A function taking a third
+      parameter (or a keyword ``fence``) also gets a :class:`~jetkafka.spark._fence.BatchFence`.
+    - ``max_events`` / ``max_bytes`` / ``max_interval_ms``: a micro-batch closes at the first
+      bound reached (bytes of Arrow data; interval counted from its first event).
+    - ``value_format``: ``binary`` (default), ``text`` (UTF-8 string) or ``json`` (a struct
+      parsed with ``schema``, a DDL string such as ``"id STRING, amount DOUBLE"``).
+    - ``spark``: a session to use (otherwise one is built from the ``spark:`` section).
+    - ``settle_timeout_s``: how long a released partition waits for its batches to commit
+      (default: half of ``channel.shutdown_timeout_s``).
+    """
+
+    def __init__(
+        self,
+        fn: BatchFunction | str,
+        *,
+        fn_options: Mapping[str, Any] | None = None,
+        max_events: int = 100_000,
+        max_bytes: int = 64 * 1024 * 1024,
+        max_interval_ms: int = 2_000,
+        value_format: str = "binary",
+        schema: Any = None,
+        spark: SparkSession | None = None,
+        settle_timeout_s: float | None = None,
+    ) -> None:
+        # Values substituted from the environment in YAML options arrive as strings.
+        max_events, max_bytes, max_interval_ms = int(max_events), int(max_bytes), int(max_interval_ms)
+        if max_events < 1:
+            raise ValueError(f"max_events must be >= 1, got {max_events}")
+        if max_bytes < 1:
+            raise ValueError(f"max_bytes must be >= 1, got {max_bytes}")
+        if max_interval_ms < 0:
+            raise ValueError(f"max_interval_ms must be >= 0, got {max_interval_ms}")
+        self.fn = resolve_function(fn, fn_options)
+        self.fence_parameter = fence_parameter(self.fn)
+        self.value_format = value_format
+        self.schema = parse_schema(schema, value_format)
+        self.bounds = Bounds(max_events, max_bytes, max_interval_ms)
+        self.settle_timeout_s = settle_timeout_s
+        self.collector = Collector(self.bounds)
+        self._stats = DriverStats()
+        self._moved: dict[tuple[str, int], _Moved] = {}
+        self._given_spark = spark
+        self._own_spark = False
+        self.spark: SparkSession | None = spark
+        self._context: ChannelContext | None = None
+        self._ledger: MicroBatchLedger | None = None
+        self._driver: MicroBatchDriver | None = None
+
+    # -- life cycle ----------------------------------------------------------------------------
+
+    def on_start(self, context: ChannelContext) -> None:
+        from jetkafka.spark._session import build_session
+
+        self._context = context
+        if self.spark is None:
+            from pyspark import SparkContext
+            from pyspark.sql import SparkSession
+
+            # A session this process already runs belongs to whoever started it: join it, keep it.
+            self._own_spark = SparkContext._active_spark_context is None and SparkSession.getActiveSession() is None
+            self.spark = build_session(context.config.spark)
+        if self.value_format == "json" and isinstance(self.schema, str):
+            from pyspark.sql.types import StructType
+
+            # A DDL typo should stop the start, not fail every batch.
+            self.schema = StructType.fromDDL(self.schema)
+        self._ledger = MicroBatchLedger(context.zookeeper, context.paths, context.consumer_id)
+        self._ledger.prepare(context.config.channel.topics)
+        if self.settle_timeout_s is None:
+            self.settle_timeout_s = context.config.channel.shutdown_timeout_s / 2
+        if self._driver is not None and self._driver.alive:
+            # A start that failed after on_start is not followed by on_stop: end that driver here.
+            self._driver.stop(timeout=30)
+        # A fresh collector per start: the previous driver stopped the old one for good, and its
+        # partitions were all released before on_stop.
+        self.collector = Collector(self.bounds)
+        self._moved.clear()
+        self._driver = MicroBatchDriver(
+            self.collector,
+            self._ledger,
+            context,
+            self.spark,
+            self.fn,
+            self.value_format,
+            self.schema,
+            stats=self._stats,
+            fence_parameter=self.fence_parameter,
+        )
+        self._driver.start()
+        log.info(
+            "Spark micro-batches for group %s: max_events %d, max_bytes %d, max_interval_ms %d, value_format %s",
+            context.group,
+            self.bounds.max_events,
+            self.bounds.max_bytes,
+            self.bounds.max_interval_ms,
+            self.value_format,
+        )
+
+    def on_stop(self) -> None:
+        if self._driver is not None and not self._driver.stop(timeout=30):
+            log.error("the Spark driver thread did not stop within 30 s; its batch stays uncommitted")
+        if self._own_spark and self.spark is not None:
+            self.spark.stop()
+            self.spark = None
+
+    # -- the channel's callbacks ---------------------------------------------------------------
+
+    def on_next_batch(self, source: PartitionSource, events: EventBatch) -> BatchResponse:
+        context, ledger = self._context, self._ledger
+        if context is None or ledger is None:
+            raise RuntimeError("SparkMicroBatchProcessor.on_start was not called (run it in an InboundChannel)")
+        key = (source.topic, source.partition)
+        hold = context.hold(*key)
+        if hold is None:
+            # Lost meanwhile: the channel's loss handling follows; nothing here is committed.
+            return BatchResponse.get_next()
+        if self.collector.registered_hold(key) is not hold:
+            response = self._register(source, hold, ledger)
+            if response is not None:
+                return response
+        self._add(key, events.messages)
+        return BatchResponse.get_next()
+
+    def _register(self, source: PartitionSource, hold: Lease, ledger: MicroBatchLedger) -> BatchResponse | None:
+        """First batch under a hold, or after a reposition: start the partition's chain of
+        slices at its committed offset (None), or say how to re-read first."""
+        key = (source.topic, source.partition)
+        self.collector.forget(key)
+        moved = self._moved.get(key)
+        if moved is not None and moved.hold is not hold:
+            moved = None  # repositioned under an earlier hold: the new hold starts from ZooKeeper
+            del self._moved[key]
+        committed = hold.committed
+        if moved is not None:
+            if committed != moved.offset:
+                # The reposition's commit is still on its way (ZooKeeper unreachable when it was
+                # made): read this batch again once it has landed, not from the old offset.
+                return BatchResponse.revert().seek(source.head_offset).wait(_MOVE_PENDING_WAIT_MS)
+        elif committed is None or source.head_offset != committed:
+            log.warning(
+                "%s[%d]: batch at offset %d does not start at the committed offset %s of the current hold; "
+                "re-reading from the committed offset",
+                source.topic, source.partition, source.head_offset, committed,
+            )
+            return BatchResponse.revert()
+        # Read before registering: if ZooKeeper fails, the batch is re-delivered and nothing changed.
+        pending = ledger.read_pending(*key)
+        if moved is not None:
+            if pending is not None:
+                self._abandon(ledger, hold, pending, moved)
+                pending = None
+            del self._moved[key]
+        self.collector.register(key, hold, pending)
+        return None
+
+    def _abandon(self, ledger: MicroBatchLedger, hold: Lease, pending: PendingRange, moved: _Moved) -> None:
+        """Delete the pending range a reposition made void, so no owner ever replays it."""
+        context = self._context
+        assert context is not None
+        current: PendingRange | None = pending
+        for _ in range(_ABANDON_ATTEMPTS):
+            if current is None:
+                return
+            try:
+                ledger.abandon(context, hold, current)
+            except (BadVersionError, NoNodeError):
+                current = ledger.read_pending(*current.key)  # rewritten meanwhile: read it again
+                continue
+            log.warning(
+                "%s[%d]: micro-batch %d's recorded range %d..%d is abandoned: the partition was repositioned (%s) "
+                "from %d to %d, so its events from %d on are read into new micro-batches; output an earlier run "
+                "of micro-batch %d wrote stays as written",
+                current.topic, current.partition, current.batch_id, current.start, current.end - 1, moved.reason,
+                moved.old_offset, moved.offset, moved.offset, current.batch_id,
+            )
+            return
+        raise RuntimeError(f"{pending.topic}[{pending.partition}]: its pending micro-batch node kept changing")
+
+    def _add(self, key: tuple[str, int], messages: list[Any]) -> None:
+        collector = self.collector
+        first_new = collector.next_offset(key)
+        if messages and messages[0].offset() < first_new:
+            # A re-delivered batch: its first part was taken already.
+            messages = [m for m in messages if m.offset() >= first_new]
+        if not messages:
+            return
+        replay_end = collector.replay_end(key)
+        if replay_end is not None:
+            cut = 0
+            while cut < len(messages) and messages[cut].offset() < replay_end:
+                cut += 1
+            head = messages[:cut]
+            complete = cut < len(messages) or (bool(head) and head[-1].offset() >= replay_end - 1)
+            collector.add_replay(
+                key, messages_to_arrow(head) if head else None, head[-1].offset() if head else first_new - 1, complete
+            )
+            messages = messages[cut:]
+            if not messages:
+                return
+        collector.wait_for_room()
+        chunk = messages_to_arrow(messages)
+        collector.add_open(key, chunk, messages[-1].offset())
+
+    def on_idle(self, source: PartitionSource) -> BatchResponse | None:
+        # A replay whose last events are gone from the log (retention) would otherwise wait forever.
+        if self.collector.replay_end((source.topic, source.partition)) is not None:
+            self.collector.complete_replay((source.topic, source.partition))
+        return None
+
+    def on_reposition(self, source: PartitionSource, old_offset: int, reason: str) -> None:
+        """The partition was moved to ``source.head_offset`` (already committed, or on its way):
+        whatever was gathered from the old position is void. The slices still open or ready are
+        dropped here, one in Spark's hands is neither committed nor (with a fence) written, and
+        the next batch registers the partition again from the new position."""
+        key = (source.topic, source.partition)
+        self.collector.forget(key)
+        context = self._context
+        hold = context.hold(*key) if context is not None else None
+        if hold is None:
+            self._moved.pop(key, None)
+            return
+        self._moved[key] = _Moved(hold, source.head_offset, old_offset, reason)
+        log.info(
+            "%s[%d]: repositioned (%s) from %d to %d: micro-batch work from the old position is dropped",
+            source.topic, source.partition, reason, old_offset, source.head_offset,
+        )
+
+    def on_stream_termination(self, source: PartitionSource) -> BatchResponse | None:
+        key = (source.topic, source.partition)
+        self._moved.pop(key, None)
+        timeout = self.settle_timeout_s if self.settle_timeout_s is not None else 15.0
+        started = time.monotonic()
+        if not self.collector.settle(key, timeout):
+            waited = time.monotonic() - started
+            log.warning(
+                "%s[%d]: released before its micro-batch committed (%s); its next owner replays it",
+                source.topic, source.partition,
+                "the driver stopped" if self.collector.stopping else f"waited {waited:.1f} s",
+            )
+        self.collector.forget(key)
+        # The driver committed whatever was done; the rest is read again by the next owner.
+        return None
+
+    def on_exception(self, source: PartitionSource, error: BaseException) -> BatchResponse | None:
+        if isinstance(error, PartitionLost):
+            key = (source.topic, source.partition)
+            self._moved.pop(key, None)
+            context = self._context
+            current = context.hold(*key) if context is not None else None
+            # The loss may concern an earlier hold while a newer one is already registered.
+            if self.collector.registered_hold(key) is not current or current is None:
+                self.collector.forget(key)
+        return None
+
+    # -- introspection -------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """Batches and events committed, failures, and what is held in memory now."""
+        out: dict[str, Any] = asdict(self._stats)
+        out["held_events"], out["held_bytes"] = self.collector.sizes()
+        return out

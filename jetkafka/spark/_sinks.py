@@ -1,0 +1,220 @@
+"""Idempotent sinks: output keyed by (batch_id, topic, partition), written once per slice.
+
+A micro-batch may run more than once (``fn`` failed and was retried, or its instance died before
+committing and the partitions' next owners replay it). Every run of a batch id covers the same
+offset ranges, but replays are per partition: each new owner replays only its own partitions'
+slices. A sink is idempotent when the output of slice (batch_id, topic, partition) ends up as
+one run's rows for that slice, whatever the other runs did, and nothing else is touched.
+
+:class:`ParquetSink` writes Hive-style directories ending in
+``batch_id=<id>/topic=<t>/partition=<p>``. A write has two steps:
+
+1. *stage*: Spark writes the micro-batch under a staging directory of this write's own,
+   ``<path>/_jetkafka-staging/b<id>-<random>`` (readers skip names starting with ``_``);
+2. *publish*: each leaf slice directory is moved into place with a rename that fails when the
+   target exists (:mod:`jetkafka.spark._publish`), then the staging directory is removed.
+
+A published slice is never deleted or replaced: every run of (batch id, slice) covers the same
+recorded offset range, so the first complete publication is as good as any later one, and a
+writer that cannot delete cannot destroy what a newer owner of the partition published. With a
+fence (``fn(df, batch_id, fence)``, see :mod:`jetkafka.spark._fence`), each slice is published
+only while this instance's lease runs and it still holds the slice's partition: a stale run
+(frozen past its session, lost or repositioned partition) publishes nothing, and a check that
+passes just before a freeze still cannot replace the new owner's slice.
+
+Failure modes: a process killed mid-publication leaves some slices published (complete, each
+one rename) and its staging directory behind; the replay publishes the rest, and leftover
+staging is ignored by readers (delete it when no write is running). Guarantees per storage
+(local files, HDFS, object stores) are in docs/spark.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+from urllib.parse import unquote
+
+from jetkafka.spark._fence import current_fence
+from jetkafka.spark._publish import OBJECT_STORE_SCHEMES, SliceFiles, files_for, scheme_of
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from jetkafka.spark._fence import BatchFence
+
+log = logging.getLogger("jetkafka.spark")
+
+SLICE_COLUMNS = ("batch_id", "topic", "partition")
+STAGING_DIR = "_jetkafka-staging"
+
+
+@dataclass
+class Publication:
+    """What one publication did with each leaf slice directory (paths relative to the sink)."""
+
+    published: list[str] = field(default_factory=list)  # moved into place by this write
+    existing: list[str] = field(default_factory=list)  # already published by an earlier run: kept
+    skipped: list[str] = field(default_factory=list)  # not published: the fence said not held
+
+    def published_slices(self) -> set[tuple[str, int]]:
+        """(topic, partition) of every slice this write made visible."""
+        return {key for key in map(_slice_of, self.published) if key is not None}
+
+
+@dataclass
+class StagedWrite:
+    """A micro-batch written to its staging directory and not yet published."""
+
+    sink: ParquetSink
+    batch_id: int
+    staging: str
+    files: SliceFiles
+    leaves: list[str]  # relative paths of the staged leaf slice directories
+
+    def publish(self, fence: BatchFence | None = None) -> Publication:
+        """Move each staged slice into place unless one is there already; with ``fence`` (or the
+        micro-batch's own, :func:`~jetkafka.spark._fence.current_fence`), only while it holds,
+        each check and publication made with the partition's lease held still. Raises :class:`~jetkafka.spark._fence.StaleWriter` when the fence's lease
+        ran out (slices published before that stay). The staging directory is removed."""
+        fence = fence if fence is not None else current_fence()
+        result = Publication()
+        try:
+            for leaf in self.leaves:
+                key = _slice_of(leaf)
+                if fence is None or key is None or key not in fence.tokens:
+                    self._publish(leaf, result)
+                    continue
+                fence.check_lease()
+                with fence.publishing(*key) as allowed:
+                    if allowed:
+                        self._publish(leaf, result)
+                    else:
+                        result.skipped.append(leaf)
+        finally:
+            self.discard()
+        log.info(
+            "ParquetSink: micro-batch %d: %d slice(s) published to %s, %d already there (kept)%s",
+            self.batch_id,
+            len(result.published),
+            self.sink.path,
+            len(result.existing),
+            f", {len(result.skipped)} not held any more (not published)" if result.skipped else "",
+        )
+        if result.skipped:
+            log.warning(
+                "ParquetSink: micro-batch %d: not published, their partitions are no longer this instance's: %s",
+                self.batch_id,
+                ", ".join(result.skipped),
+            )
+        return result
+
+    def _publish(self, leaf: str, result: Publication) -> None:
+        target = self.files.join(self.sink.path, leaf)
+        if self.files.publish(self.files.join(self.staging, leaf), target):
+            result.published.append(leaf)
+        else:
+            result.existing.append(leaf)
+
+    def discard(self) -> None:
+        """Remove the staging directory (what was published is not in it any more)."""
+        self.files.remove_tree(self.staging)
+
+
+def _slice_of(leaf: str) -> tuple[str, int] | None:
+    """(topic, partition) of a leaf path ending in ``topic=<t>/partition=<p>``."""
+    parts = leaf.replace("\\", "/").split("/")
+    if len(parts) < 2 or not parts[-2].startswith("topic=") or not parts[-1].startswith("partition="):
+        return None
+    try:
+        return unquote(parts[-2][len("topic="):]), int(unquote(parts[-1][len("partition="):]))
+    except ValueError:
+        return None
+
+
+class ParquetSink:
+    """Write each micro-batch's rows to Parquet under ``path``, idempotently.
+
+    The DataFrame must carry the ``topic`` and ``partition`` of each row (the event columns, or
+    group keys of an aggregate); the sink adds ``batch_id``. ``partition_by`` names further
+    directory levels put before the slice columns (``["day"]`` gives
+    ``day=2024-05-01/batch_id=7/topic=orders/partition=3``). ``options`` go to the writer
+    (``compression: zstd``). The sink is callable as ``fn(df, batch_id)`` or
+    ``fn(df, batch_id, fence)``.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        partition_by: Sequence[str] | str | None = None,
+        options: Mapping[str, str] | None = None,
+    ) -> None:
+        if not path:
+            raise ValueError("ParquetSink needs a path")
+        columns = [partition_by] if isinstance(partition_by, str) else list(partition_by or ())
+        clash = [c for c in columns if c in SLICE_COLUMNS]
+        if clash:
+            raise ValueError(
+                f"partition_by {clash} repeats the slice columns {', '.join(SLICE_COLUMNS)}, which the sink adds itself"
+            )
+        self.path = path.rstrip("/") or path
+        self.partition_by = tuple(columns)
+        self.options = dict(options or {})
+        scheme = scheme_of(path)
+        if scheme in OBJECT_STORE_SCHEMES:
+            log.warning(
+                "ParquetSink at %s: on %s:// a rename is a copy, so publishing a slice is neither atomic nor "
+                "exclusive: readers can see half a slice and two runs of one slice can both land; "
+                "use a table format (Delta Lake, Iceberg) there, see docs/spark.md",
+                path,
+                scheme,
+            )
+
+    def __call__(self, df: DataFrame, batch_id: int, fence: BatchFence | None = None) -> None:
+        self.write(df, batch_id, fence)
+
+    def write(self, df: DataFrame, batch_id: int, fence: BatchFence | None = None) -> Publication:
+        """Stage the micro-batch's rows, then publish each slice not published yet (with
+        ``fence``: only those this instance still holds)."""
+        return self.stage(df, batch_id).publish(fence)
+
+    def stage(self, df: DataFrame, batch_id: int) -> StagedWrite:
+        """Write the rows under a staging directory of this write's own; nothing is visible yet."""
+        from pyspark.sql import functions as F
+
+        missing = [c for c in ("topic", "partition") if c not in df.columns]
+        if missing:
+            raise ValueError(
+                f"ParquetSink: the DataFrame has no column {', '.join(missing)}; keep topic and partition in it "
+                "(group by them in aggregates) so each slice of the micro-batch is replaced on replay"
+            )
+        if "batch_id" in df.columns:
+            raise ValueError("ParquetSink: the DataFrame already has a batch_id column; the sink adds it")
+        absent = [c for c in self.partition_by if c not in df.columns]
+        if absent:
+            raise ValueError(f"ParquetSink: partition_by column(s) {absent} are not in the DataFrame")
+        files = files_for(df.sparkSession, self.path)
+        staging = files.join(files.join(self.path, STAGING_DIR), f"b{batch_id}-{uuid.uuid4().hex[:12]}")
+        out = df.withColumn("batch_id", F.lit(batch_id).cast("long"))
+        writer = out.write.mode("errorifexists")
+        for key, value in self.options.items():
+            writer = writer.option(key, value)
+        try:
+            writer.partitionBy(*self.partition_by, *SLICE_COLUMNS).parquet(staging)
+            leaves = files.leaves(staging, len(self.partition_by) + len(SLICE_COLUMNS))
+        except BaseException:
+            files.remove_tree(staging)
+            raise
+        return StagedWrite(self, batch_id, staging, files, leaves)
+
+    def read(self, spark: SparkSession) -> DataFrame:
+        """Everything written so far, with ``topic`` as a string even for topics named like numbers."""
+        from pyspark.sql import functions as F
+
+        df = spark.read.option("basePath", self.path).parquet(self.path)
+        return df.withColumn("topic", F.col("topic").cast("string"))
+
+    def __repr__(self) -> str:
+        return f"ParquetSink({self.path!r}, partition_by={list(self.partition_by)!r})"
