@@ -25,7 +25,8 @@ Between the two, the channel calls the take-over hooks:
 A hook must not block for long (a take-over or a turn waits for it) and should not raise;
 what it raises is handled as the channel's own failure there: from ``start_offset`` the
 partition is given up (logged), from ``partition_removed`` the turn fails and is retried a
-second later, from ``partitions_taken`` the rebalance reports the failure.
+second later; from ``partitions_taken`` it is logged with the partitions and the add-on, and
+the partitions start all the same (the other add-ons are still told).
 """
 
 from __future__ import annotations
@@ -83,8 +84,19 @@ class AddOns:
         self._started: tuple[ChannelAddOn, ...] = ()
 
     def start(self, channel: RunningChannel, processor: BatchEventProcessor) -> None:
+        if self._started:  # an earlier start whose teardown did not get as far as stopping them
+            self.stop()
         for add_on in self.all:
-            add_on.start(channel, processor)
+            try:
+                add_on.start(channel, processor)
+            except BaseException:
+                # What it started before failing is its stop's to end; the channel's teardown
+                # stops the add-ons started before it.
+                try:
+                    add_on.stop()
+                except Exception:
+                    log.exception("stopping %s after its failed start failed", type(add_on).__name__)
+                raise
             self._started = (*self._started, add_on)
 
     def stop(self) -> None:
@@ -97,15 +109,25 @@ class AddOns:
                 log.exception("stopping %s failed", type(add_on).__name__)
 
     def start_offset(self, lease: Lease) -> int | None:
+        # Compared with the committed offset as it was when asked: an add-on that moves the
+        # start commits it under the lease, which changes lease.committed.
+        committed = lease.committed
         for add_on in self._started:
             offset = add_on.start_offset(lease)
-            if offset != lease.committed:
+            if offset != committed:
                 return offset
-        return lease.committed
+        return committed
 
     def partitions_taken(self, keys: list[Key]) -> None:
         for add_on in self._started:
-            add_on.partitions_taken(keys)
+            try:
+                add_on.partitions_taken(keys)
+            except Exception:
+                log.exception(
+                    "%s.partitions_taken failed for %s; the partitions start all the same",
+                    type(add_on).__name__,
+                    ", ".join(f"{t}[{p}]" for t, p in keys),
+                )
 
     def partition_removed(self, lease: Lease) -> None:
         for add_on in self._started:

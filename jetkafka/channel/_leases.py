@@ -119,11 +119,12 @@ class PartitionLeases:
                 old.lost_reason = old.lost_reason or "taken again"
             positions[lease.key] = offset
             queued.append(state)
+        # Resets issued while the partition had another owner: filed before its first turn,
+        # which fetched events could start as soon as the fetcher is assigned.
+        channel._add_ons.partitions_taken([state.key for state in queued])
         # One command for all: the first fetch then asks for every partition taken.
         if positions:
             fetcher.assign(positions)
-        # Resets issued while the partition had another owner: filed before its first turn.
-        channel._add_ons.partitions_taken([state.key for state in queued])
         for state in queued:
             queue.offer(state)
 

@@ -317,9 +317,9 @@ class ResponderAddOn(ChannelAddOn):
         self.responder: CommandResponder | None = None
 
     def start(self, channel: RunningChannel, processor: BatchEventProcessor) -> None:
-        responder = CommandResponder(channel, channel.zookeeper)
-        responder.start()
-        self.responder = responder
+        # Kept before it starts, so that a start failing half way is stopped by stop().
+        self.responder = CommandResponder(channel, channel.zookeeper)
+        self.responder.start()
 
     def stop(self) -> None:
         responder, self.responder = self.responder, None

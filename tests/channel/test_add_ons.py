@@ -91,13 +91,56 @@ def test_add_ons_start_in_order_stop_in_reverse_and_hook_only_while_started() ->
     ]
 
 
-def test_a_failed_start_stops_only_the_add_ons_started() -> None:
+def test_a_failed_start_stops_the_add_on_that_failed_and_those_started_before() -> None:
     calls: list[str] = []
     add_ons = AddOns([Recorder("a", calls), Recorder("b", calls, fail=True), Recorder("c", calls)])
     with pytest.raises(RuntimeError):
         add_ons.start(SimpleNamespace(), Plain())
     add_ons.stop()
-    assert calls == ["start a", "stop a"]
+    # b may have started part of itself (a thread) before failing: its stop ends that.
+    assert calls == ["start a", "stop b", "stop a"]
+
+
+class Mover(Recorder):
+    """Moves the start as recovery does: commits it under the lease, then answers it."""
+
+    def start_offset(self, lease: Any) -> int | None:
+        self.calls.append(f"offset {self.name}")
+        lease.committed = 50
+        return 50
+
+
+def test_a_start_moved_by_one_add_on_is_not_overridden_by_the_next() -> None:
+    calls: list[str] = []
+    add_ons = AddOns([Mover("recovery", calls), Recorder("other", calls, offset=99)])
+    add_ons.start(SimpleNamespace(), Plain())
+    assert add_ons.start_offset(SimpleNamespace(committed=5)) == 50
+    assert calls == ["start recovery", "start other", "offset recovery"]
+
+
+class Failing(Recorder):
+    def partitions_taken(self, keys: list[Any]) -> None:
+        raise RuntimeError("hook broke")
+
+
+def test_a_failing_partitions_taken_is_logged_and_the_other_add_ons_are_still_told(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    calls: list[str] = []
+    add_ons = AddOns([Failing("bad", calls), Recorder("good", calls)])
+    add_ons.start(SimpleNamespace(), Plain())
+    add_ons.partitions_taken([("t", 3)])  # does not raise: the partitions start all the same
+    assert "taken good" in calls
+    assert "Failing.partitions_taken failed for t[3]" in caplog.text
+
+
+def test_a_second_start_without_a_stop_does_not_call_the_hooks_twice() -> None:
+    calls: list[str] = []
+    add_ons = AddOns([Recorder("a", calls)])
+    add_ons.start(SimpleNamespace(), Plain())
+    add_ons.start(SimpleNamespace(), Plain())  # the teardown in between failed before stopping them
+    add_ons.partitions_taken([("t", 0)])
+    assert calls == ["start a", "stop a", "start a", "taken a"]
 
 
 def test_the_metrics_add_on_serves_nothing_without_a_port() -> None:
