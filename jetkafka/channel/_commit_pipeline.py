@@ -3,7 +3,9 @@
 A worker that gets ``advance()`` hands the offset to the pipeline and goes on with the
 partition's next batch; the commit is the same fenced ZooKeeper transaction as a synchronous
 one (:meth:`OffsetStore.commit_async`). Waiting for ZooKeeper after every batch is what limits
-a channel's throughput, not the processing: see docs/performance.md.
+a channel's throughput, not the processing: see docs/performance.md. A pipeline belongs to the
+:class:`~jetkafka.channel._committer.PartitionCommitter`, which alone builds, calls and closes
+it: the two are the only writers of a partition's commit state.
 
 Guarantee: a partition's commits land in the order its worker made them, each only after the
 batches before its offset were processed, and only while this instance still owns the
@@ -19,9 +21,9 @@ Failure modes: a commit refused by the fence marks the partition lost; its worke
 ``on_exception`` with :class:`PartitionLost` at the next turn. A commit without an answer
 (ZooKeeper unreachable) becomes the partition's pending commit, which the worker retries
 synchronously and reconciles when the lost reply had in fact landed. Before any synchronous
-write for a partition (a processor's own commit, a release, an owner-node delete) the worker
-calls :meth:`CommitPipeline.settle`, so a commit in flight is answered first and a waiting one
-becomes the pending commit.
+write for a partition (a processor's own commit, a release, an owner-node delete, a move) the
+committer calls :meth:`CommitPipeline.settle`, so a commit in flight is answered first and a
+waiting one becomes the pending commit.
 """
 
 from __future__ import annotations

@@ -251,7 +251,7 @@ class HotDeploy:
                     old_sink.close()
         if channel._queue is not None:
             channel._queue.set_idle_ms(cfg.idle_ms)
-        if channel._pipeline is not None:
-            channel._pipeline.set_interval(cfg.commit_interval_ms / 1000)
+        if channel._committer is not None:
+            channel._committer.set_interval(cfg.commit_interval_ms / 1000)
         if channel._membership is not None:
             channel._membership.config = cfg

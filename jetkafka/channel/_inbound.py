@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from jetkafka.channel._add_ons import AddOns, ChannelAddOn, standard_add_ons
 from jetkafka.channel._budget import BufferBudget
-from jetkafka.channel._commit_pipeline import CommitPipeline
+from jetkafka.channel._committer import PartitionCommitter
 from jetkafka.channel._context import ChannelContext
 from jetkafka.channel._controls import ChannelControls
 from jetkafka.channel._dead_letter import DeadLetterSink
@@ -85,7 +85,7 @@ class InboundChannel:
     (leases taken, asked back and lost: the membership's ``PartitionHolder``),
     :class:`ChannelControls` (pause, resume, reposition) and :class:`HotDeploy` (the watched
     file, reconfiguration). What one start builds (fetcher, work queue, membership, commit
-    pipeline, runner, workers) lives here and is replaced by the next start; the methods of
+    committer, runner, workers) lives here and is replaced by the next start; the methods of
     the channel itself run on the caller's thread.
     """
 
@@ -131,7 +131,7 @@ class InboundChannel:
         self._fetcher: Fetcher | None = None
         self._membership: GroupMembership | None = None
         self._runner: BatchRunner | None = None
-        self._pipeline: CommitPipeline | None = None
+        self._committer: PartitionCommitter | None = None
         self._workers: list[threading.Thread] = []
         self._workers_stop = threading.Event()
         self._running = False
@@ -184,16 +184,8 @@ class InboundChannel:
             self._membership = GroupMembership(
                 self._controller, cfg, self._leases, self.consumer_id, on_rebalance=self.stats.rebalanced
             )
-            self._pipeline = (
-                CommitPipeline(
-                    self._membership.offsets,
-                    self._committed,
-                    self.stats.commit_refused,
-                    self._queue.offer,
-                    cfg.commit_interval_ms / 1000,
-                )
-                if cfg.pipelined_commits
-                else None
+            self._committer = PartitionCommitter(
+                cfg, self._membership, self._fetcher, self.stats, self._committed, self._queue.offer
             )
             self._runner = BatchRunner(
                 cfg,
@@ -204,7 +196,7 @@ class InboundChannel:
                 self._leases.remove,
                 self.may_act,
                 FailurePolicy(cfg, self.stats, self._dead_letter_sink()),
-                self._pipeline,
+                self._committer,
             )
             self.processor.on_start(ChannelContext(self, self._controller.client, self._membership.paths))
             self._fetcher.start()
@@ -295,9 +287,9 @@ class InboundChannel:
         for t in self._workers:
             t.join(timeout=5)
         self._workers = []
-        if self._pipeline is not None:
-            self._pipeline.close()
-            self._pipeline = None
+        if self._committer is not None:
+            self._committer.close()
+            self._committer = None
         if self._runner is not None and self._runner.failures.dead_letter is not None:
             self._runner.failures.dead_letter.close()
         if self._membership is not None:

@@ -2,7 +2,7 @@
 
 :class:`~jetkafka.channel._leases.PartitionLeases`, :class:`~jetkafka.channel._controls.ChannelControls`
 and :class:`~jetkafka.channel._hot_deploy.HotDeploy` act on the objects one start of the channel
-builds (fetcher, work queue, membership, commit pipeline, runner) and on its configuration.
+builds (fetcher, work queue, membership, committer, runner) and on its configuration.
 They see the channel through :class:`ChannelInternals`, not through ``InboundChannel`` itself,
 so that the facade may import them without an import cycle. This is the channel package's own
 interface; add-ons and processors use :class:`~jetkafka.channel._running.RunningChannel`.
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from jetkafka.channel._add_ons import AddOns
     from jetkafka.channel._budget import BufferBudget
-    from jetkafka.channel._commit_pipeline import CommitPipeline
+    from jetkafka.channel._committer import PartitionCommitter
     from jetkafka.channel._dead_letter import DeadLetterSink
     from jetkafka.channel._fetcher import Fetcher
     from jetkafka.channel._stats import ChannelStats
@@ -44,7 +44,7 @@ class ChannelInternals(Protocol):
     _fetcher: Fetcher | None
     _queue: PartitionQueue | None
     _membership: GroupMembership | None
-    _pipeline: CommitPipeline | None
+    _committer: PartitionCommitter | None
     _runner: BatchRunner | None
     _budget: BufferBudget
 

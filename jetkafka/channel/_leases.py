@@ -25,6 +25,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from jetkafka.channel._committer import PartitionCommitter
 from jetkafka.channel._partition import PartitionState
 from jetkafka.channel._start_offsets import commit_start_offsets
 from jetkafka.errors import CommitFenced
@@ -220,5 +221,5 @@ class PartitionLeases:
         for key, (lease, offset) in commits.items():
             state = self._table.get(key)
             if state is not None and state.lease is lease:
-                state.advanced = None  # revert() goes back to this commit, not an older advance
+                PartitionCommitter.committed_outside_turns(state)
             self._channel._committed(key, offset)

@@ -56,11 +56,10 @@ class PartitionState:
       ``halted``, ``last_activity``, ``idle_fired``): only the worker holding the turn (the
       queue guarantees there is at most one), no lock.
     * The commit state (``commit_pending``, ``advanced``; the landed offset is the lease's
-      ``committed``): the worker holding the turn, and the :class:`CommitPipeline` under its
-      own ``_answer`` lock (its ``submit``/``settle`` on that worker, its answer callback on
-      the ZooKeeper client's thread, which sets ``commit_pending`` only for a commit that got
-      no answer). A processor's own commit outside the turns resets ``advanced``
-      (:meth:`PartitionLeases.commit_outside_turns`).
+      ``committed``): only the :class:`~jetkafka.channel._committer.PartitionCommitter`,
+      whose docstring says on which threads and under which locks (the worker holding the
+      turn; its pipeline's answer callback on the ZooKeeper client's thread, under the
+      pipeline's lock; a processor's thread after its own commit outside the turns).
     * The turn (``turn``, ``timer_at``): only the :class:`PartitionQueue`, under its lock.
       ``not_before`` and ``stalled_until`` (when the next turn may come) are set by the worker
       holding the turn, and ``not_before`` also by the pipeline's answer callback.
@@ -90,7 +89,7 @@ class PartitionState:
         self.last_activity = time.monotonic()
         self.idle_fired = False
 
-        # The commit state: the worker holding the turn and the commit pipeline.
+        # The commit state: written only by the PartitionCommitter.
         self.commit_pending: int | None = None  # an advance ZooKeeper could not take yet
         self.advanced: int | None = None  # newest advance handed to the commit pipeline
 
@@ -132,10 +131,10 @@ class PartitionState:
 
     def reposition(self, offset: int) -> None:
         """By the worker holding the turn: drop the buffer, expect the fetcher to restart at
-        ``offset``, and go on from there."""
+        ``offset``, and go on from there (the committer forgets the advances made before:
+        :meth:`PartitionCommitter.repositioned`)."""
         self.buffer.restart_at(offset)
         self.position = offset
-        self.advanced = None
         self.redeliver = None
         self.isolating = False
         self.error_attempts = 0

@@ -8,8 +8,9 @@ below runs on the one thread holding the partition's turn.
 One turn handles, in this order of precedence: a loss (``on_exception`` with
 :class:`PartitionLost`, nothing committed), a release (``on_stream_termination``, its response
 applied, the owner node deleted), an out-of-range fetch offset, a pending commit, and then
-either one batch or one idle callback. What a response does to the position and the commits
-is :mod:`jetkafka.channel._responses`.
+either one batch or one idle callback. What a response does to the position is
+:mod:`jetkafka.channel._responses`; every commit goes through the
+:class:`~jetkafka.channel._committer.PartitionCommitter`.
 
 A processor callback that raises goes to ``on_exception``; when that returns None the same
 batch is re-delivered after an exponential back-off. Events are never skipped unless the
@@ -24,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from jetkafka.channel._commit_pipeline import CommitPipeline
+from jetkafka.channel._committer import PartitionCommitter
 from jetkafka.channel._failures import FailurePolicy
 from jetkafka.channel._partition import PartitionState
 from jetkafka.channel._responses import ResponseHandler
@@ -70,7 +71,8 @@ def work_partitions(queue: PartitionQueue, runner: BatchRunner, stop: threading.
 
 
 class BatchRunner:
-    """One turn of a partition, on the worker holding it; ``responses`` applies what it decided."""
+    """One turn of a partition, on the worker holding it; ``responses`` applies what it decided
+    and ``committer`` commits."""
 
     def __init__(
         self,
@@ -82,14 +84,15 @@ class BatchRunner:
         remove: Callable[[PartitionState], None],
         may_act: Callable[[], bool],
         failures: FailurePolicy,
-        pipeline: CommitPipeline | None,
+        committer: PartitionCommitter,
     ) -> None:
         self.failures = failures
         self.processor = processor
         self.membership = membership
         self.fetcher = fetcher
         self.stats = stats
-        self.responses = ResponseHandler(config, processor, membership, fetcher, stats, pipeline)
+        self.committer = committer
+        self.responses = ResponseHandler(config, processor, fetcher, stats, committer)
         self._remove = remove
         self._may_act = may_act
 
@@ -101,6 +104,7 @@ class BatchRunner:
     def config(self, config: ChannelConfig) -> None:
         """A new channel configuration (hot deploy, in place): the next turn runs on it."""
         self.responses.config = config
+        self.committer.config = config
 
     # -- one turn --------------------------------------------------------------------------
 
@@ -120,8 +124,8 @@ class BatchRunner:
             pass  # queued before it was paused; resume() queues it again
         elif state.buffer.out_of_range:
             self.responses.out_of_range(state)
-        elif state.commit_pending is not None and not self.responses.commit(state, state.commit_pending):
-            pass
+        elif not self.committer.retry_pending(state):
+            pass  # lost: the next turn hands it over; committed (or nothing pending): go on below
         elif state.has_buffered():
             self._batch(state)
         else:
@@ -185,11 +189,11 @@ class BatchRunner:
     def _release(self, state: PartitionState) -> None:
         source = self.responses.source(state, state.position, state.position)
         response = self.responses.call(state, "on_stream_termination", source)
-        self.responses.settle(state)  # the owner-node delete below is fenced by the offset version
+        self.committer.settle(state)  # the owner-node delete below is fenced by the offset version
         if response is not None and response.kind is ResponseKind.ADVANCE:
-            self.responses.commit(state, response.offset if response.offset is not None else state.position)
-        elif state.commit_pending is not None:
-            self.responses.commit(state, state.commit_pending)
+            self.committer.commit(state, response.offset if response.offset is not None else state.position)
+        else:
+            self.committer.retry_pending(state)
         if state.lost_reason is not None:
             self._lose(state)
             return
@@ -216,18 +220,7 @@ class BatchRunner:
             state.committed,
         )
         self.stats.error(state.key, "partition_lost")
-        self.responses.settle(state)
-        if state.commit_pending is not None:
-            # An advance that never reached ZooKeeper (unanswered, then the lease was gone): the
-            # next owner re-reads from the last commit. Counted, so a zombie shows in the metrics.
-            self.stats.commit_refused(state.key, "dropped")
-            log.warning(
-                "%s[%d]: commit of offset %d dropped: the partition was lost before ZooKeeper took it",
-                state.topic,
-                state.partition,
-                state.commit_pending,
-            )
-            state.commit_pending = None
+        self.committer.drop_at_loss(state)
         source = self.responses.source(state, state.position, state.position)
         self.responses.call(state, "on_exception", source, PartitionLost(state.topic, state.partition, reason))
         self._remove(state)
