@@ -29,6 +29,7 @@ Failure modes: a watermark look-up that fails
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -241,8 +242,9 @@ def _with_known(family: str, label: str, counts: dict[str, int]) -> list[tuple[s
     return sorted(full.items())
 
 
+@functools.cache
 def build_version() -> str:
-    """The installed jetkafka's version, as the package metadata has it."""
+    """The installed jetkafka's version, as the package metadata has it (read once)."""
     try:
         return metadata.version("jetkafka")
     except metadata.PackageNotFoundError:  # run from a source tree that was never installed

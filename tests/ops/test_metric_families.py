@@ -8,6 +8,7 @@ from typing import Any
 
 from prometheus_client.core import Metric
 
+import jetkafka
 from jetkafka.channel._stats import DurationHistogram, PartitionFigures
 from jetkafka.coordination._membership import reason_label
 from jetkafka.ops._metric_families import ERROR_KINDS, FAMILIES, KNOWN_LABEL_VALUES, REBALANCE_REASONS
@@ -84,7 +85,8 @@ def test_lag_seconds_build_info_and_the_group_gauges() -> None:
     assert samples(families["jetkafka_partition_lag_seconds"]) == {
         frozenset({("group", "g"), ("topic", "t"), ("partition", "0")}): 12.5
     }
-    assert samples(families["jetkafka_build_info"]) == {frozenset({("version", build_version())}): 1.0}
+    assert samples(families["jetkafka_build_info"]) == {frozenset({("version", jetkafka.__version__)}): 1.0}
+    assert build_version() == jetkafka.__version__
     # Two channels of one group in a process: the group-wide figures once.
     topic = frozenset({("group", "g"), ("topic", "t")})
     assert samples(families["jetkafka_group_topic_partitions"]) == {topic: 4.0}

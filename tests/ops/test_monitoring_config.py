@@ -57,7 +57,7 @@ def series_names(families: dict[str, str]) -> set[str]:
 
 
 def test_the_rule_files_are_there() -> None:
-    assert [p.name for p in RULE_FILES] == ["jetkafka-alerts.yml"]
+    assert MONITORING / "jetkafka-alerts.yml" in RULE_FILES
     assert len(list(rule_expressions())) >= 6
     assert len(list(dashboard_expressions())) >= 10
 
