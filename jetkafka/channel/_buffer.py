@@ -154,6 +154,18 @@ class PartitionBuffer:
                 head = 0
             return out
 
+    def next_timestamp_ms(self) -> int | None:
+        """Any thread: the Kafka timestamp (ms since the epoch) of the oldest buffered event,
+        the next one the worker will take; None when the buffer is empty or the record has no
+        timestamp. Read for the lag in seconds (:mod:`jetkafka.ops._lag_time`)."""
+        with self.lock:
+            if not self._runs:
+                return None
+            run, _ = self._runs[0]
+            kind, timestamp = run[self._head].timestamp()
+            # TIMESTAMP_NOT_AVAILABLE is 0; CreateTime (1) and LogAppendTime (2) both count.
+            return int(timestamp) if kind and timestamp >= 0 else None
+
     def unread(self, messages: list[Message]) -> None:
         """Put the tail of a batch back at the front of the buffer (a seek inside the batch)."""
         with self.lock:

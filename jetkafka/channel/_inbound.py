@@ -428,6 +428,13 @@ class InboundChannel:
             raise JetkafkaError(f"channel {self.config.channel.group} is not started")
         return self._fetcher.watermarks(topic, partition, timeout=timeout)
 
+    def partition_counts(self, timeout: float = 10.0) -> dict[str, int]:
+        """Partitions per subscribed topic, from Kafka's metadata (a topic missing there is
+        left out); raises ConnectError when Kafka does not answer."""
+        if self._fetcher is None:
+            raise JetkafkaError(f"channel {self.config.channel.group} is not started")
+        return self._fetcher.partition_counts(tuple(self.config.channel.topics), timeout=timeout, missing_ok=True)
+
     def record_commit(self, key: Key, offset: int) -> None:
         self._committed(key, offset)
 

@@ -43,6 +43,8 @@ class PartitionSnapshot:
     buffered: int  # events fetched and waiting for the processor
     paused: bool  # by pause() or `jetkafka pause`
     halted: str | None  # why processing stopped until a reposition (on_out_of_range: fail)
+    # Kafka timestamp (ms) of the next buffered event; None: nothing buffered, or no timestamp.
+    next_timestamp_ms: int | None = None
 
 
 class PartitionState:
@@ -160,6 +162,7 @@ class PartitionState:
             self.buffer.buffered,
             self.paused,
             self.halted,
+            self.buffer.next_timestamp_ms(),
         )
 
     def has_buffered(self) -> bool:

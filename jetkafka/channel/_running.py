@@ -96,6 +96,10 @@ class RunningChannel(Protocol):
     def watermarks(self, topic: str, partition: int, timeout: float = 10.0) -> tuple[int, int]:
         """The partition's low and high watermarks; raises ConnectError when Kafka does not answer."""
 
+    def partition_counts(self, timeout: float = 10.0) -> dict[str, int]:
+        """Partitions per subscribed topic in Kafka's metadata; raises ConnectError when Kafka
+        does not answer."""
+
     def record_commit(self, key: Key, offset: int) -> None:
         """Count a commit an add-on made itself (under the partition's lease) and mirror it to
         Kafka when ``channel.commit_to_kafka`` is set, as the channel does for its own."""

@@ -14,7 +14,13 @@ Guarantees:
 * Watermarks come from a cache refreshed every ``metrics.watermark_interval_s`` by one thread
   per channel, never from the scrape itself, so a scrape is cheap and never waits for Kafka.
   Lag is ``high watermark - committed offset``, floored at 0 because the cached high
-  watermark may be older than the latest commit.
+  watermark may be older than the latest commit. Lag in seconds is
+  :mod:`jetkafka.ops._lag_time`'s, read from the head of each partition's buffer at scrape time.
+* Every known label value of a counter (:data:`~jetkafka.ops._metric_families.KNOWN_LABEL_VALUES`)
+  is exported from the first scrape, at 0, per held partition or per instance.
+* The group-wide gauges (partitions of each topic, and how many have an owner in ZooKeeper)
+  are looked up by the same thread as the watermarks; each instance reports them, a process
+  with several channels of one group once.
 
 Failure modes: a watermark look-up that fails
 (Kafka unreachable) is logged once per outage; the last known values stay and
@@ -23,19 +29,24 @@ Failure modes: a watermark look-up that fails
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from importlib import metadata
 from typing import TYPE_CHECKING, Any, cast
 
+from kazoo.exceptions import NoNodeError
 from prometheus_client import utils as prometheus_utils
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from jetkafka.channel._stats import DurationHistogram, PartitionFigures
 from jetkafka.events import Key
+from jetkafka.ops._lag_time import LagClock
+from jetkafka.ops._metric_families import FAMILIES, KNOWN_LABEL_VALUES, ZOOKEEPER_STATES
 
 if TYPE_CHECKING:
     from jetkafka.channel._running import RunningChannel
@@ -46,10 +57,6 @@ log = logging.getLogger(__name__)
 # client's own formatter, which its package leaves without annotations.
 _bucket_bound = cast(Callable[[float], str], prometheus_utils.floatToGoString)
 
-ZOOKEEPER_STATES = ("CONNECTED", "SUSPENDED", "LOST")
-PARTITION_LABELS = ("group", "topic", "partition")
-INSTANCE_LABELS = ("group", "consumer")
-
 
 @dataclass(frozen=True)
 class PartitionView:
@@ -59,6 +66,7 @@ class PartitionView:
     figures: PartitionFigures
     watermarks: tuple[int, int] | None
     halted: bool = False  # stopped by channel.on_out_of_range: fail until repositioned
+    lag_seconds: float | None = None  # see jetkafka.ops._lag_time; None: not known yet
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,8 @@ class ChannelView:
     commits_refused: dict[str, int]  # by cause
     events_lost: dict[str, int]  # by reason
     watermarks_updated: float | None
+    # topic -> (partitions in Kafka, partitions with an owner in ZooKeeper), group-wide
+    topics: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 class ChannelMetrics:
@@ -89,11 +99,15 @@ class ChannelMetrics:
         self.channel = channel
         self.interval_s = channel.config.metrics.watermark_interval_s if interval_s is None else interval_s
         self._watermarks: dict[Key, tuple[int, int]] = {}
+        self._checked: dict[Key, float] = {}  # when each partition's watermarks were looked up
         self._updated: float | None = None
+        self._topics: dict[str, tuple[int, int]] = {}
+        self._lag_clock = LagClock()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._failing = False
+        self._group_failing = False
 
     def start(self) -> None:
         self._stop.clear()
@@ -109,16 +123,20 @@ class ChannelMetrics:
     def _run(self) -> None:
         while not self._stop.is_set():
             self.refresh_watermarks()
+            self.refresh_group()
             self._stop.wait(self.interval_s)
 
     def refresh_watermarks(self) -> None:
         """Look up the watermarks of every held partition once; forget those no longer held."""
         owned = self.channel.owned_partitions()
         fresh: dict[Key, tuple[int, int]] = {}
+        checked: dict[Key, float] = {}
         for topic, partition in owned:
             if self._stop.is_set():
                 return
             try:
+                # The moment before the look-up: what the high watermark covers was produced by then.
+                checked[(topic, partition)] = time.time()
                 fresh[(topic, partition)] = self.channel.watermarks(topic, partition, timeout=5.0)
             except Exception as exc:  # noqa: BLE001 - this thread has no other handler: any failure keeps the old values
                 # One line per outage, not one per partition and interval.
@@ -130,18 +148,63 @@ class ChannelMetrics:
             kept = {k: v for k, v in self._watermarks.items() if k in held}
             kept.update(fresh)
             self._watermarks = kept
+            self._checked = {k: v for k, v in self._checked.items() if k in held}
+            self._checked.update((k, checked[k]) for k in fresh)
             if len(fresh) == len(owned):
                 if self._failing:
                     log.info("watermark look-ups work again (%d partitions)", len(owned))
                 self._failing = False
                 self._updated = time.time()
 
+    def refresh_group(self) -> None:
+        """Look up, for each subscribed topic, its partitions in Kafka and how many of them have
+        an owner node in ZooKeeper (any instance of the group): what the group-wide gauges
+        report. A failure keeps the old figures and is logged once per outage."""
+        channel = self.channel
+        try:
+            counts = channel.partition_counts(timeout=5.0)
+            topics: dict[str, tuple[int, int]] = {}
+            for topic, count in counts.items():
+                try:
+                    children = channel.zookeeper.get_children(channel.paths.owners(topic))
+                except NoNodeError:
+                    children = []
+                owned = sum(1 for child in children if child.isdigit() and int(child) < count)
+                topics[topic] = (count, owned)
+        except Exception as exc:  # noqa: BLE001 - this thread has no other handler: keep the old values
+            if not self._group_failing:
+                log.warning("group %s: partition owner look-up failed, group metrics keep old values: %s",
+                            channel.config.channel.group, exc)
+            self._group_failing = True
+            return
+        if self._group_failing:
+            log.info("group %s: partition owner look-ups work again", channel.config.channel.group)
+        self._group_failing = False
+        with self._lock:
+            self._topics = topics
+
     def view(self) -> ChannelView:
         channel = self.channel
-        states = [((p.topic, p.partition), p.committed, p.paused, p.halted is not None) for p in channel.partitions()]
+        snapshots = channel.partitions()
+        states = [((p.topic, p.partition), p.committed, p.paused, p.halted is not None) for p in snapshots]
+        now = time.time()
         with self._lock:
             watermarks = dict(self._watermarks)
             updated = self._updated
+            topics = dict(self._topics)
+            lag_seconds = {
+                (p.topic, p.partition): self._lag_clock.lag_seconds(
+                    (p.topic, p.partition),
+                    position=p.position,
+                    buffered=p.buffered,
+                    next_timestamp_ms=p.next_timestamp_ms,
+                    high_watermark=watermarks[(p.topic, p.partition)][1] if (p.topic, p.partition) in watermarks else None,
+                    checked_at=self._checked.get((p.topic, p.partition)),
+                    now=now,
+                )
+                for p in snapshots
+            }
+            self._lag_clock.keep_only(lag_seconds)
         stats = channel.stats
         figures = stats.partitions()
         empty = PartitionFigures(0, {}, {}, DurationHistogram())
@@ -154,7 +217,9 @@ class ChannelMetrics:
             paused=channel.paused,
             zookeeper_state=zk_state,
             partitions=[
-                PartitionView(key, committed, paused, figures.get(key, empty), watermarks.get(key), halted)
+                PartitionView(
+                    key, committed, paused, figures.get(key, empty), watermarks.get(key), halted, lag_seconds[key]
+                )
                 for key, committed, paused, halted in sorted(states)
             ],
             rebalances=rebalances,
@@ -162,146 +227,35 @@ class ChannelMetrics:
             commits_refused=channel.stats.refusal_counts(),
             events_lost=channel.stats.loss_counts(),
             watermarks_updated=updated,
+            topics=topics,
         )
-
-
-_P, _I = PARTITION_LABELS, INSTANCE_LABELS
-
-# key: (family class, name, help, labels). The reference in docs/operations.md follows this table.
-FamilyClass = type[CounterMetricFamily] | type[GaugeMetricFamily] | type[HistogramMetricFamily]
-FAMILIES: dict[str, tuple[FamilyClass, str, str, tuple[str, ...]]] = {
-    "events": (
-        CounterMetricFamily,
-        "jetkafka_partition_events_consumed",
-        "Events of the partition handed to the processor in batches that completed.",
-        _P,
-    ),
-    "batches": (
-        CounterMetricFamily,
-        "jetkafka_partition_batches",
-        "Batches of the partition, by the processor's response (advance, revert, get_next).",
-        (*_P, "response"),
-    ),
-    "errors": (
-        CounterMetricFamily,
-        "jetkafka_partition_errors",
-        "Errors on the partition, by kind (processor_raised, commit_refused, partition_lost, ...).",
-        (*_P, "kind"),
-    ),
-    "duration": (
-        HistogramMetricFamily,
-        "jetkafka_partition_batch_duration_seconds",
-        "Time the processor took for one batch of the partition.",
-        _P,
-    ),
-    "committed": (
-        GaugeMetricFamily,
-        "jetkafka_partition_committed_offset",
-        "Next offset to read, as committed in ZooKeeper.",
-        _P,
-    ),
-    "low": (
-        GaugeMetricFamily,
-        "jetkafka_partition_low_watermark",
-        "Oldest offset the broker still holds (last look-up).",
-        _P,
-    ),
-    "high": (
-        GaugeMetricFamily,
-        "jetkafka_partition_high_watermark",
-        "Offset the next produced record will get (last look-up).",
-        _P,
-    ),
-    "lag": (
-        GaugeMetricFamily,
-        "jetkafka_partition_lag",
-        "Records not yet committed: high watermark minus committed offset, at least 0.",
-        _P,
-    ),
-    "owned": (GaugeMetricFamily, "jetkafka_owned_partitions", "Partitions the channel holds.", _I),
-    "paused_partitions": (
-        GaugeMetricFamily,
-        "jetkafka_paused_partitions",
-        "Held partitions that are paused (by pause(), or briefly during an offset reset).",
-        _I,
-    ),
-    "paused": (GaugeMetricFamily, "jetkafka_channel_paused", "1 while the whole channel is paused, else 0.", _I),
-    "halted_partitions": (
-        GaugeMetricFamily,
-        "jetkafka_halted_partitions",
-        "Held partitions halted by channel.on_out_of_range: fail; alert on > 0 (reset the offset to continue).",
-        _I,
-    ),
-    "rebalances": (
-        CounterMetricFamily,
-        "jetkafka_rebalances",
-        "Rebalance runs, by what triggered them.",
-        (*_I, "reason"),
-    ),
-    "zookeeper": (
-        GaugeMetricFamily,
-        "jetkafka_zookeeper_connection_state",
-        "1 for the current state of the ZooKeeper session (CONNECTED, SUSPENDED, LOST), 0 for the others.",
-        (*_I, "state"),
-    ),
-    "commits": (CounterMetricFamily, "jetkafka_commits", "Offset commits written to ZooKeeper.", _I),
-    "refused": (
-        CounterMetricFamily,
-        "jetkafka_commits_refused",
-        (
-            "Offset commits that did not happen because this instance no longer held the partition, by cause: "
-            "fenced (another owner), session_expired, not_held (lost here first), dropped (pending when lost)."
-        ),
-        (*_I, "cause"),
-    ),
-    "lost": (
-        CounterMetricFamily,
-        "jetkafka_events_lost",
-        (
-            "Events this group will not process, by reason: retention (deleted unread), skipped "
-            "(on_out_of_range: latest), truncated (processed, then gone from the log)."
-        ),
-        (*_I, "reason"),
-    ),
-    "updated": (
-        GaugeMetricFamily,
-        "jetkafka_watermarks_updated_timestamp_seconds",
-        "When the watermarks of every held partition were last looked up successfully.",
-        _I,
-    ),
-    "recovered": (
-        CounterMetricFamily,
-        "jetkafka_recovered_events",
-        "Events of the partition recovered in the background and stored as done.",
-        _P,
-    ),
-    "recovery_remaining": (
-        GaugeMetricFamily,
-        "jetkafka_recovery_events_remaining",
-        "Events of the partition still to recover (offsets in its recovery ranges).",
-        _P,
-    ),
-    "recovery_lost": (
-        CounterMetricFamily,
-        "jetkafka_recovery_lost_events",
-        "Events of the partition that will never be recovered, by reason (retention, max_records).",
-        (*_P, "reason"),
-    ),
-    "recovery_active": (
-        GaugeMetricFamily,
-        "jetkafka_recovery_active_partitions",
-        "Held partitions with events still to recover.",
-        _I,
-    ),
-}
 
 
 def _families() -> dict[str, Any]:
     return {key: cls(name, doc, labels=labels) for key, (cls, name, doc, labels) in FAMILIES.items()}
 
 
-def _add(f: dict[str, Any], view: ChannelView, seen: set[tuple[str, str, int]]) -> None:
-    """Add one channel's samples; partitions already in ``seen`` are left to their first reporter."""
+def _with_known(family: str, label: str, counts: dict[str, int]) -> list[tuple[str, int]]:
+    """``counts`` with every known value of the label present (at 0 when not counted yet), sorted."""
+    full = dict.fromkeys(KNOWN_LABEL_VALUES[family][label], 0)
+    full.update(counts)
+    return sorted(full.items())
+
+
+@functools.cache
+def build_version() -> str:
+    """The installed jetkafka's version, as the package metadata has it (read once)."""
+    try:
+        return metadata.version("jetkafka")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+def _add(
+    f: dict[str, Any], view: ChannelView, seen: set[tuple[str, str, int]], seen_topics: set[tuple[str, str]]
+) -> None:
+    """Add one channel's samples; partitions (and the group-wide figures of a topic) already in
+    ``seen`` (``seen_topics``) are left to their first reporter."""
     instance = [view.group, view.consumer]
     for p in view.partitions:
         topic, partition = p.key
@@ -310,9 +264,9 @@ def _add(f: dict[str, Any], view: ChannelView, seen: set[tuple[str, str, int]]) 
         seen.add((view.group, topic, partition))
         labels = [view.group, topic, str(partition)]
         f["events"].add_metric(labels, p.figures.events)
-        for kind, n in sorted(p.figures.batches.items()):
+        for kind, n in _with_known("batches", "response", p.figures.batches):
             f["batches"].add_metric([*labels, kind], n)
-        for kind, n in sorted(p.figures.errors.items()):
+        for kind, n in _with_known("errors", "kind", p.figures.errors):
             f["errors"].add_metric([*labels, kind], n)
         buckets = [(_bucket_bound(bound), count) for bound, count in p.figures.batch_seconds.cumulative()]
         f["duration"].add_metric(labels, buckets, p.figures.batch_seconds.total)
@@ -324,28 +278,35 @@ def _add(f: dict[str, Any], view: ChannelView, seen: set[tuple[str, str, int]]) 
             f["high"].add_metric(labels, high)
             if p.committed is not None:
                 f["lag"].add_metric(labels, max(0, high - p.committed))
+        if p.lag_seconds is not None:
+            f["lag_seconds"].add_metric(labels, p.lag_seconds)
         # Recovery series exist for partitions that had anything to do with recovery here.
         if p.figures.recovery_remaining is not None or p.figures.recovered or p.figures.recovery_lost:
             f["recovered"].add_metric(labels, p.figures.recovered)
             f["recovery_remaining"].add_metric(labels, p.figures.recovery_remaining or 0)
-        for reason, n in sorted(p.figures.recovery_lost.items()):
-            f["recovery_lost"].add_metric([*labels, reason], n)
+            for reason, n in _with_known("recovery_lost", "reason", p.figures.recovery_lost):
+                f["recovery_lost"].add_metric([*labels, reason], n)
     f["owned"].add_metric(instance, len(view.partitions))
     f["recovery_active"].add_metric(instance, sum(1 for p in view.partitions if p.figures.recovery_remaining))
     f["paused_partitions"].add_metric(instance, sum(1 for p in view.partitions if p.paused))
     f["paused"].add_metric(instance, 1 if view.paused else 0)
     f["halted_partitions"].add_metric(instance, sum(1 for p in view.partitions if p.halted))
-    for reason, n in sorted(view.rebalances.items()):
+    for reason, n in _with_known("rebalances", "reason", view.rebalances):
         f["rebalances"].add_metric([*instance, reason], n)
     for state in ZOOKEEPER_STATES:
         f["zookeeper"].add_metric([*instance, state], 1 if view.zookeeper_state == state else 0)
     f["commits"].add_metric(instance, view.commits)
-    for cause, n in sorted(view.commits_refused.items()):
+    for cause, n in _with_known("refused", "cause", view.commits_refused):
         f["refused"].add_metric([*instance, cause], n)
-    for reason, n in sorted(view.events_lost.items()):
+    for reason, n in _with_known("lost", "reason", view.events_lost):
         f["lost"].add_metric([*instance, reason], n)
     if view.watermarks_updated is not None:
         f["updated"].add_metric(instance, view.watermarks_updated)
+    for topic, (count, owned) in sorted(view.topics.items()):
+        if (view.group, topic) not in seen_topics:
+            seen_topics.add((view.group, topic))
+            f["group_partitions"].add_metric([view.group, topic], count)
+            f["group_owned"].add_metric([view.group, topic], owned)
 
 
 class JetkafkaCollector(Collector):
@@ -373,6 +334,8 @@ class JetkafkaCollector(Collector):
             channels = list(self._channels)
         families = _families()
         seen: set[tuple[str, str, int]] = set()
+        seen_topics: set[tuple[str, str]] = set()
+        families["build_info"].add_metric([build_version()], 1)
         for metrics in channels:
             try:
                 view = metrics.view()
@@ -380,7 +343,7 @@ class JetkafkaCollector(Collector):
                 # A channel stopping during the scrape: report the others.
                 log.debug("metrics of consumer %s skipped in this scrape", metrics.channel.consumer_id, exc_info=True)
                 continue
-            _add(families, view, seen)
+            _add(families, view, seen, seen_topics)
         yield from families.values()
 
     def describe(self) -> list[Metric]:
@@ -388,4 +351,4 @@ class JetkafkaCollector(Collector):
         return []
 
 
-__all__ = ["FAMILIES", "ChannelMetrics", "ChannelView", "JetkafkaCollector", "PartitionView"]
+__all__ = ["FAMILIES", "ChannelMetrics", "ChannelView", "JetkafkaCollector", "PartitionView", "build_version"]

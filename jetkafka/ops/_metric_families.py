@@ -1,0 +1,230 @@
+"""What jetkafka exports to Prometheus: every metric family, and every known label value.
+
+:data:`FAMILIES` names each family, its help text and its labels; docs/operations.md's reference
+follows it, and config/monitoring/ (alert rules, dashboard) may use only names from it (a test
+checks both against a running channel's endpoint).
+
+:data:`KNOWN_LABEL_VALUES` lists, per counter and label, every value the channel can count.
+:mod:`jetkafka.ops._metrics` writes each of them at 0 from the first scrape, for each held
+partition or each instance, so ``rate()`` and ``increase()`` see the series before its first
+event instead of starting from nothing (a new series has no previous sample to compare with,
+so its first increment would be invisible to them). A value outside the list is still exported
+once it happens; a test reads the channel's sources for the kinds it counts, so the list
+cannot fall behind them silently.
+"""
+
+from __future__ import annotations
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+from jetkafka.channel._stats import LOSS_REASONS, REFUSAL_CAUSES
+from jetkafka.processors._base import ResponseKind
+
+ZOOKEEPER_STATES = ("CONNECTED", "SUSPENDED", "LOST")
+PARTITION_LABELS = ("group", "topic", "partition")
+INSTANCE_LABELS = ("group", "consumer")
+TOPIC_LABELS = ("group", "topic")
+
+# Errors counted per partition (ChannelStats.error): the processor's batch call raised; a
+# callback raised (``<hook>_raised``); a commit refused; the partition lost with work in hand;
+# the fetch offset out of range; a failed batch dead-lettered, or dead-lettering it failed; a
+# failed batch skipped by the failure policy.
+CALLBACKS_COUNTED = ("on_batch_processed", "on_idle", "on_stream_termination", "on_exception", "on_reposition")
+ERROR_KINDS = (
+    "processor_raised",
+    *(f"{hook}_raised" for hook in CALLBACKS_COUNTED),
+    "commit_refused",
+    "partition_lost",
+    "offset_out_of_range",
+    "dead_lettered",
+    "dead_letter_failed",
+    "skipped",
+)
+# What starts a rebalance run, as coordination._membership.reason_label writes it.
+REBALANCE_REASONS = (
+    "start",
+    "consumers_changed",
+    "owners_changed",
+    "retake",
+    "timer",
+    "release_retry",
+    "connection_restored",
+    "new_session",
+)
+RECOVERY_LOSS_REASONS = ("retention", "max_records")
+
+# family key -> label -> every value known in advance.
+KNOWN_LABEL_VALUES: dict[str, dict[str, tuple[str, ...]]] = {
+    "batches": {"response": tuple(kind.value for kind in ResponseKind)},
+    "errors": {"kind": ERROR_KINDS},
+    "rebalances": {"reason": REBALANCE_REASONS},
+    "refused": {"cause": REFUSAL_CAUSES},
+    "lost": {"reason": LOSS_REASONS},
+    "recovery_lost": {"reason": RECOVERY_LOSS_REASONS},
+    "zookeeper": {"state": ZOOKEEPER_STATES},
+}
+
+_P, _I = PARTITION_LABELS, INSTANCE_LABELS
+
+# key: (family class, name, help, labels). The reference in docs/operations.md follows this table.
+FamilyClass = type[CounterMetricFamily] | type[GaugeMetricFamily] | type[HistogramMetricFamily]
+FAMILIES: dict[str, tuple[FamilyClass, str, str, tuple[str, ...]]] = {
+    "events": (
+        CounterMetricFamily,
+        "jetkafka_partition_events_consumed",
+        "Events of the partition handed to the processor in batches that completed.",
+        _P,
+    ),
+    "batches": (
+        CounterMetricFamily,
+        "jetkafka_partition_batches",
+        "Batches of the partition, by the processor's response (advance, revert, get_next).",
+        (*_P, "response"),
+    ),
+    "errors": (
+        CounterMetricFamily,
+        "jetkafka_partition_errors",
+        "Errors on the partition, by kind (processor_raised, commit_refused, partition_lost, ...).",
+        (*_P, "kind"),
+    ),
+    "duration": (
+        HistogramMetricFamily,
+        "jetkafka_partition_batch_duration_seconds",
+        "Time the processor took for one batch of the partition.",
+        _P,
+    ),
+    "committed": (
+        GaugeMetricFamily,
+        "jetkafka_partition_committed_offset",
+        "Next offset to read, as committed in ZooKeeper.",
+        _P,
+    ),
+    "low": (
+        GaugeMetricFamily,
+        "jetkafka_partition_low_watermark",
+        "Oldest offset the broker still holds (last look-up).",
+        _P,
+    ),
+    "high": (
+        GaugeMetricFamily,
+        "jetkafka_partition_high_watermark",
+        "Offset the next produced record will get (last look-up).",
+        _P,
+    ),
+    "lag": (
+        GaugeMetricFamily,
+        "jetkafka_partition_lag",
+        "Records not yet committed: high watermark minus committed offset, at least 0.",
+        _P,
+    ),
+    "lag_seconds": (
+        GaugeMetricFamily,
+        "jetkafka_partition_lag_seconds",
+        (
+            "How far behind in time: now minus the timestamp of the next record to process, 0 when caught up; "
+            "an upper bound while behind with nothing fetched (see docs/operations.md)."
+        ),
+        _P,
+    ),
+    "owned": (GaugeMetricFamily, "jetkafka_owned_partitions", "Partitions the channel holds.", _I),
+    "paused_partitions": (
+        GaugeMetricFamily,
+        "jetkafka_paused_partitions",
+        "Held partitions that are paused (by pause(), or briefly during an offset reset).",
+        _I,
+    ),
+    "paused": (GaugeMetricFamily, "jetkafka_channel_paused", "1 while the whole channel is paused, else 0.", _I),
+    "halted_partitions": (
+        GaugeMetricFamily,
+        "jetkafka_halted_partitions",
+        "Held partitions halted by channel.on_out_of_range: fail; alert on > 0 (reset the offset to continue).",
+        _I,
+    ),
+    "rebalances": (
+        CounterMetricFamily,
+        "jetkafka_rebalances",
+        "Rebalance runs, by what triggered them.",
+        (*_I, "reason"),
+    ),
+    "zookeeper": (
+        GaugeMetricFamily,
+        "jetkafka_zookeeper_connection_state",
+        "1 for the current state of the ZooKeeper session (CONNECTED, SUSPENDED, LOST), 0 for the others.",
+        (*_I, "state"),
+    ),
+    "commits": (CounterMetricFamily, "jetkafka_commits", "Offset commits written to ZooKeeper.", _I),
+    "refused": (
+        CounterMetricFamily,
+        "jetkafka_commits_refused",
+        (
+            "Offset commits that did not happen because this instance no longer held the partition, by cause: "
+            "fenced (another owner), session_expired, not_held (lost here first), dropped (pending when lost)."
+        ),
+        (*_I, "cause"),
+    ),
+    "lost": (
+        CounterMetricFamily,
+        "jetkafka_events_lost",
+        (
+            "Events this group will not process, by reason: retention (deleted unread), skipped "
+            "(on_out_of_range: latest), truncated (processed, then gone from the log)."
+        ),
+        (*_I, "reason"),
+    ),
+    "updated": (
+        GaugeMetricFamily,
+        "jetkafka_watermarks_updated_timestamp_seconds",
+        "When the watermarks of every held partition were last looked up successfully.",
+        _I,
+    ),
+    "recovered": (
+        CounterMetricFamily,
+        "jetkafka_recovered_events",
+        "Events of the partition recovered in the background and stored as done.",
+        _P,
+    ),
+    "recovery_remaining": (
+        GaugeMetricFamily,
+        "jetkafka_recovery_events_remaining",
+        "Events of the partition still to recover (offsets in its recovery ranges).",
+        _P,
+    ),
+    "recovery_lost": (
+        CounterMetricFamily,
+        "jetkafka_recovery_lost_events",
+        "Events of the partition that will never be recovered, by reason (retention, max_records).",
+        (*_P, "reason"),
+    ),
+    "recovery_active": (
+        GaugeMetricFamily,
+        "jetkafka_recovery_active_partitions",
+        "Held partitions with events still to recover.",
+        _I,
+    ),
+    "group_partitions": (
+        GaugeMetricFamily,
+        "jetkafka_group_topic_partitions",
+        "Partitions of the topic in Kafka's metadata (last look-up); the same on every instance of the group.",
+        TOPIC_LABELS,
+    ),
+    "group_owned": (
+        GaugeMetricFamily,
+        "jetkafka_group_owned_partitions",
+        "Partitions of the topic with an owner in ZooKeeper, any instance (last look-up); the same on every instance.",
+        TOPIC_LABELS,
+    ),
+    "build_info": (GaugeMetricFamily, "jetkafka_build_info", "Always 1; the jetkafka version as a label.", ("version",)),
+}
+
+
+
+__all__ = [
+    "ERROR_KINDS",
+    "FAMILIES",
+    "INSTANCE_LABELS",
+    "KNOWN_LABEL_VALUES",
+    "PARTITION_LABELS",
+    "REBALANCE_REASONS",
+    "TOPIC_LABELS",
+    "ZOOKEEPER_STATES",
+]
