@@ -231,7 +231,7 @@ def _print_plan(plan: Any, as_json: bool) -> None:
     for m in plan.moves:
         if m.note:
             print(f"  note: partition {m.partition}: {m.note}")
-    print("run it without --dry-run to apply it; relative targets are computed again then")
+    print("run it without --dry-run to apply it; the targets are computed again then")
 
 
 def cmd_offsets_history(args: argparse.Namespace) -> int:
