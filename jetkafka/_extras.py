@@ -2,7 +2,7 @@
 
 ``pip install jetkafka`` installs the core: coordination, the channel, processors, operations,
 recovery, configuration and the CLI (kazoo, confluent-kafka, PyYAML, watchdog,
-prometheus-client). The rest comes with an extra, declared in ``setup.cfg``:
+prometheus-client, argcomplete). The rest comes with an extra, declared in ``setup.cfg``:
 
 ============  ==========================================  =====================================
 extra         adds                                        for

@@ -1,9 +1,15 @@
+# PYTHON_ARGCOMPLETE_OK
 """The ``jetkafka`` command.
 
 ``jetkafka run CONFIG`` runs a channel until SIGTERM or SIGINT, then shuts down gracefully and
 exits 0; a second SIGINT exits at once (status 130) without committing anything more. While it
 runs, valid changes of CONFIG are applied (hot deploy), invalid ones are logged and ignored.
 Errors a user can cause are printed as one message with the fix, never as a traceback.
+
+Every command that reads a configuration file takes it as ``--config FILE``, else from
+``$JETKAFKA_CONFIG``; ``run`` and ``validate`` also take it as their argument. Shell completion
+comes from argcomplete (the marker on the first line lets its global completion find this
+module; see README, "Command line").
 """
 
 from __future__ import annotations
@@ -17,7 +23,9 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
+from jetkafka import __version__
 from jetkafka.errors import JetkafkaError, MissingExtra
+from jetkafka.ops._command_line import add_config_argument, resolve_config_file
 
 log = logging.getLogger("jetkafka.cli")
 
@@ -98,11 +106,20 @@ def _cmd_pause(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="jetkafka", description="Consume Kafka at scale, coordinated through ZooKeeper.")
+    parser = argparse.ArgumentParser(
+        prog="jetkafka",
+        description="Consume Kafka at scale, coordinated through ZooKeeper.",
+        epilog=(
+            "Every command that reads a configuration file takes it as --config FILE, or from the "
+            "environment variable JETKAFKA_CONFIG; run and validate also take it as their argument "
+            "(jetkafka run FILE)."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"jetkafka {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="run the channel described by a YAML file")
-    run.add_argument("config", help="path of the YAML configuration")
+    add_config_argument(run, positional=True)
     run.add_argument(
         "--pythonpath",
         action="append",
@@ -117,12 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=_cmd_run)
 
     validate = sub.add_parser("validate", help="check a YAML configuration and exit")
-    validate.add_argument("config")
+    add_config_argument(validate, positional=True)
     validate.set_defaults(func=_cmd_validate)
 
     for name, text in (("pause", "pause a running group, or one instance of it"), ("resume", "lift a pause")):
         cmd = sub.add_parser(name, help=text, description=f"{text.capitalize()}, through ZooKeeper.")
-        cmd.add_argument("--config", required=True, help="the group's YAML configuration")
+        add_config_argument(cmd)
         cmd.add_argument("--instance", metavar="ID", help="one consumer id (see `jetkafka status`); default: the whole group")
         if name == "pause":
             cmd.add_argument("--reason", help="recorded with the pause")
@@ -168,8 +185,13 @@ def _register_missing_extra(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    if "_ARGCOMPLETE" in os.environ:  # only when the shell asks for completions
+        import argcomplete
+
+        argcomplete.autocomplete(parser)
     args = parser.parse_args(argv)
     try:
+        resolve_config_file(args)
         return int(args.func(args))
     except JetkafkaError as exc:
         print(f"jetkafka: error: {exc}", file=sys.stderr)

@@ -98,3 +98,112 @@ def test_second_interrupt_exits_at_once_without_committing(
             proc.kill()
     # The batch in hand was not committed: the offset is still the start offset.
     assert zk.get(f"/consumers/g/offsets/{topic}/0")[0] == b"0"
+
+
+# -- options: --version, where the configuration file comes from, reset targets ---------------------------------
+
+
+def test_version_prints_the_package_version() -> None:
+    import jetkafka
+
+    done = jetkafka_cli("--version")
+    assert done.returncode == 0
+    assert done.stdout.strip() == f"jetkafka {jetkafka.__version__}"
+
+
+def jetkafka_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    import os
+
+    environ = {k: v for k, v in os.environ.items() if k != "JETKAFKA_CONFIG"}
+    environ.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "jetkafka", *args], capture_output=True, text=True, timeout=60, cwd=str(REPO), env=environ, check=False
+    )
+
+
+def test_the_configuration_file_comes_from_the_argument_the_option_or_jetkafka_config() -> None:
+    orders = str(REPO / "config" / "orders.yaml")
+    for args, env in (
+        (("validate", orders), {}),
+        (("validate", "--config", orders), {}),
+        (("validate",), {"JETKAFKA_CONFIG": orders}),
+    ):
+        done = jetkafka_cli(*args, env=env)
+        assert done.returncode == 0, (args, done.stderr)
+        assert f"{orders}: valid" in done.stdout
+
+
+def test_no_configuration_file_is_one_message_naming_jetkafka_config() -> None:
+    for args in (("validate",), ("status",), ("pause",), ("offsets", "history"), ("recovery", "list")):
+        done = jetkafka_cli(*args)
+        assert done.returncode == 2, args
+        assert "Traceback" not in done.stderr
+        assert "no configuration file" in done.stderr and "JETKAFKA_CONFIG" in done.stderr, (args, done.stderr)
+
+
+def test_two_different_configuration_files_are_refused(tmp_path: Path) -> None:
+    done = jetkafka_cli("validate", str(REPO / "config" / "orders.yaml"), "--config", str(tmp_path / "other.yaml"))
+    assert done.returncode == 2
+    assert "two configuration files" in done.stderr
+
+
+def test_help_says_how_the_configuration_file_is_given() -> None:
+    done = jetkafka_cli("--help")
+    assert "JETKAFKA_CONFIG" in done.stdout and "--config FILE" in done.stdout
+    assert "JETKAFKA_CONFIG" in jetkafka_cli("status", "--help").stdout
+
+
+def test_reset_target_options_parse_negative_shifts_and_durations() -> None:
+    import pytest
+
+    from jetkafka.cli import build_parser
+
+    parser = build_parser()
+    base = ["offsets", "reset", "--topic", "t"]
+    assert parser.parse_args([*base, "--shift-by", "-100"]).shift_by == -100
+    assert parser.parse_args([*base, "--shift-by=-100"]).shift_by == -100
+    assert parser.parse_args([*base, "--shift-by", "25"]).shift_by == 25
+    assert parser.parse_args([*base, "--by-duration", "PT1H"]).by_duration == 3_600_000
+    assert parser.parse_args([*base, "--undo", "x", "--dry-run"]).undo == "x"
+    with pytest.raises(SystemExit):
+        parser.parse_args([*base, "--to", "latest", "--shift-by", "-1"])  # one target only
+    with pytest.raises(SystemExit):
+        parser.parse_args(base)  # a target is required
+
+
+def test_a_bad_duration_is_a_usage_error_with_examples() -> None:
+    done = jetkafka_cli("offsets", "reset", "--topic", "t", "--by-duration", "1 hour")
+    assert done.returncode == 2
+    assert "'1 hour' is not an ISO-8601 duration" in done.stderr and "PT1H" in done.stderr
+
+
+def test_shell_completion_completes_commands_and_options() -> None:
+    """argcomplete, as the shell calls it: the command line in the environment, answers on fd 8."""
+    import os
+
+    read_fd, write_fd = os.pipe()
+    line = "jetkafka offsets reset --shi"
+    env = {
+        **os.environ,
+        "_ARGCOMPLETE": "1",
+        "_ARGCOMPLETE_IFS": "\n",
+        "COMP_LINE": line,
+        "COMP_POINT": str(len(line)),
+        "_ARGCOMPLETE_SUPPRESS_SPACE": "1",
+    }
+    # Through a shell, as in real use: fd 8 is set up by the redirection, after subprocess closes fds.
+    done = subprocess.run(
+        ["bash", "-c", f'exec "$0" -m jetkafka 8>&{write_fd}', sys.executable],
+        env=env,
+        cwd=str(REPO),
+        pass_fds=(write_fd,),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    os.close(write_fd)
+    with os.fdopen(read_fd) as answers:
+        completions = answers.read().split("\n")
+    assert done.returncode == 0, done.stderr
+    assert completions == ["--shift-by"]

@@ -7,6 +7,7 @@ Layout (under the chroot of ``zookeeper.connect``)::
     /consumers/<group>/offsets/<topic>/<partition>  persistent  next offset to read, ASCII decimal ("" = none)
     /consumers/<group>/control/paused/<target>      persistent  exists = paused; target "_all" or a consumer id
     /consumers/<group>/commands/...                 offset reset commands (jetkafka.ops._protocol)
+    /consumers/<group>/history/entry-<seq>          the offsets history, the last 100 resets (jetkafka.ops._history)
     /consumers/<group>/microbatches/...             Spark micro-batch ledger (jetkafka.spark)
     /consumers/<group>/recovery/<topic>/<partition> recovery ranges (jetkafka.recovery)
 

@@ -6,7 +6,9 @@
 - :mod:`jetkafka.ops._metrics_add_on`: the channel add-on that attaches a channel to it.
 - :mod:`jetkafka.ops._status`: the group as ZooKeeper and the brokers see it (``group_status``,
   ``show_offsets``); needs no running channel.
-- :mod:`jetkafka.ops._reset`: ``reset_offsets``, the command side of ResetOffset.
+- :mod:`jetkafka.ops._reset`: ``reset_offsets`` and ``undo_reset``, the command side of
+  ResetOffset; :mod:`jetkafka.ops._plan` computes a reset's targets and its ``--dry-run``
+  plan (``plan_reset``); :mod:`jetkafka.ops._history` keeps the offsets history.
 - :mod:`jetkafka.ops._responder`: the instance side of ResetOffset, run by every channel (as
   a channel add-on).
 - :mod:`jetkafka.ops._commands`: the ``status`` and ``offsets`` subcommands of ``jetkafka``.
@@ -26,6 +28,11 @@ _EXPORTS = {
     "PartitionStatus": "jetkafka.ops._status",
     "InstanceStatus": "jetkafka.ops._status",
     "reset_offsets": "jetkafka.ops._reset",
+    "undo_reset": "jetkafka.ops._reset",
+    "plan_reset": "jetkafka.ops._plan",
+    "ResetPlan": "jetkafka.ops._plan",
+    "PlannedMove": "jetkafka.ops._plan",
+    "HistoryEntry": "jetkafka.ops._history",
     "ResetResult": "jetkafka.ops._reset",
     "ResetError": "jetkafka.ops._reset",
     "ResetIncomplete": "jetkafka.ops._reset",

@@ -1,5 +1,10 @@
 """What the commands that act on a group from its configuration file share on the command line.
 
+Every such command takes its file the same way: ``--config FILE``, else the environment
+variable ``JETKAFKA_CONFIG``; ``run`` and ``validate`` also take it as their positional
+argument, as they always did (:func:`add_config_argument`, resolved by
+:func:`resolve_config_file` in the main program before the command runs).
+
 ``jetkafka status``, ``offsets show|reset`` (:mod:`jetkafka.ops._commands`) and ``recovery
 list|cancel`` (:mod:`jetkafka.recovery._commands`) take the same options, read the
 configuration the same way and print JSON alike; this module is that common part, so each
@@ -11,17 +16,63 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from typing import Any
 
 from jetkafka.config import JetkafkaConfig, load_config
+from jetkafka.errors import JetkafkaError
 
-__all__ = ["add_config_options", "add_topic_option", "load_command_config", "partition_numbers", "print_json"]
+__all__ = [
+    "CONFIG_ENV",
+    "add_config_argument",
+    "add_config_options",
+    "add_topic_option",
+    "load_command_config",
+    "partition_numbers",
+    "print_json",
+    "resolve_config_file",
+]
+
+CONFIG_ENV = "JETKAFKA_CONFIG"
+
+
+def add_config_argument(parser: argparse.ArgumentParser, positional: bool = False) -> None:
+    """``--config FILE``, defaulting to ``$JETKAFKA_CONFIG``; with ``positional``, also ``CONFIG``.
+
+    Not ``required`` in argparse's sense: :func:`resolve_config_file` fills ``args.config`` from
+    whichever was given and names ``JETKAFKA_CONFIG`` when none was.
+    """
+    if positional:
+        parser.add_argument(
+            "config_file", nargs="?", metavar="CONFIG", help=f"path of the YAML configuration (or --config FILE, or ${CONFIG_ENV})"
+        )
+    parser.add_argument(
+        "--config", metavar="FILE", help=f"the group's YAML configuration (default: ${CONFIG_ENV})"
+    )
+    parser.set_defaults(needs_config_file=True)
+
+
+def resolve_config_file(args: argparse.Namespace, environ: dict[str, str] | None = None) -> None:
+    """Set ``args.config`` for a command that takes a configuration file; raise :class:`~jetkafka.errors.JetkafkaError`
+    when none is given, or two different ones are."""
+    if not getattr(args, "needs_config_file", False):
+        return
+    env = os.environ if environ is None else environ
+    positional = getattr(args, "config_file", None)
+    if positional and args.config and positional != args.config:
+        raise JetkafkaError(f"two configuration files given, {positional} and --config {args.config}; give one")
+    chosen = positional or args.config or env.get(CONFIG_ENV) or None
+    if not chosen:
+        raise JetkafkaError(
+            f"no configuration file: give --config FILE, or set {CONFIG_ENV}=FILE in the environment"
+        )
+    args.config = chosen
 
 
 def add_config_options(parser: argparse.ArgumentParser) -> None:
-    """``--config`` (required), ``--json`` and ``--log-level``."""
-    parser.add_argument("--config", required=True, metavar="FILE", help="the group's YAML configuration")
+    """``--config`` (or ``$JETKAFKA_CONFIG``), ``--json`` and ``--log-level``."""
+    add_config_argument(parser)
     parser.add_argument("--json", action="store_true", help="print JSON (keys documented in docs/operations.md)")
     parser.add_argument(
         "--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="log level (default WARNING)"

@@ -1,4 +1,4 @@
-"""The ``jetkafka status`` and ``jetkafka offsets show|reset`` commands.
+"""The ``jetkafka status`` and ``jetkafka offsets show|reset|history`` commands.
 
 :func:`register` adds them to the main parser's subparsers; every leaf parser sets ``func``
 (namespace in, exit code out). Errors a user can cause are raised as
@@ -22,7 +22,15 @@ from jetkafka.ops._command_line import (
     print_json,
 )
 
-__all__ = ["register", "cmd_status", "cmd_offsets_show", "cmd_offsets_reset", "EXIT_INCOMPLETE"]
+__all__ = [
+    "register",
+    "cmd_status",
+    "cmd_offsets_show",
+    "cmd_offsets_reset",
+    "cmd_offsets_history",
+    "duration_ms",
+    "EXIT_INCOMPLETE",
+]
 
 EXIT_INCOMPLETE = 1
 
@@ -38,8 +46,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_topic_option(status)
     status.set_defaults(func=cmd_status)
 
-    offsets = subparsers.add_parser("offsets", help="show or reset a group's committed offsets")
-    commands = offsets.add_subparsers(dest="offsets_command", metavar="{show,reset}", required=True)
+    offsets = subparsers.add_parser("offsets", help="show, reset or undo a group's committed offsets")
+    commands = offsets.add_subparsers(dest="offsets_command", metavar="{show,reset,history}", required=True)
 
     show = commands.add_parser("show", help="committed offset, watermarks and lag per partition")
     add_config_options(show)
@@ -54,21 +62,61 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "partition, finish the batch in hand, commit the new offset and resume from it; "
             "partitions no instance holds are moved by this command. Each partition moves exactly "
             "once per command id: after a failure or a crash, repeat the command with the --id it "
-            "printed to finish it."
+            "printed to finish it. Targets are computed once, when the command starts; every "
+            "applied reset is recorded in the group's offsets history (`jetkafka offsets history`)."
         ),
     )
     add_config_options(reset)
-    reset.add_argument("--topic", required=True, metavar="T", help="topic whose offsets to move")
-    reset.add_argument(
+    reset.add_argument("--topic", metavar="T", help="topic whose offsets to move (not with --undo: the reset's own)")
+    where = reset.add_mutually_exclusive_group(required=True)
+    where.add_argument(
         "--to",
-        required=True,
         metavar="WHERE",
         help="earliest | latest | an offset | an ISO-8601 time (e.g. 2024-05-01T12:00:00Z; without a zone: UTC)",
     )
+    where.add_argument(
+        "--shift-by",
+        type=int,
+        metavar="N",
+        help="move each committed offset by N (negative: back, e.g. --shift-by -100), clamped to the log",
+    )
+    where.add_argument(
+        "--by-duration",
+        type=duration_ms,
+        metavar="DURATION",
+        help="move to the first record at or after now minus an ISO-8601 duration (PT1H, P1DT12H, PT30M)",
+    )
+    where.add_argument(
+        "--undo", metavar="ID", help="move the partitions a reset moved back to their offsets before it (see history)"
+    )
+    reset.add_argument("--dry-run", action="store_true", help="print the plan (old, new, who applies it); change nothing")
     reset.add_argument("--partitions", type=partition_numbers, metavar="P,P", help="only these partitions (default: all)")
     reset.add_argument("--id", dest="command_id", metavar="ID", help="command id; repeat it to continue an interrupted reset")
     reset.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds to wait for every partition (default 60)")
     reset.set_defaults(func=cmd_offsets_reset)
+
+    history = commands.add_parser(
+        "history",
+        help="the resets applied to the group, newest last",
+        description=(
+            "Every reset a command applied (who, when, command id, old and new offset per partition), "
+            "the last 100 kept in ZooKeeper. Undo one with `jetkafka offsets reset --undo ID`."
+        ),
+    )
+    add_config_options(history)
+    add_topic_option(history, "only resets of this topic")
+    history.set_defaults(func=cmd_offsets_history)
+
+
+def duration_ms(text: str) -> int:
+    """The ``type`` of ``--by-duration``: an ISO-8601 duration in milliseconds."""
+    from jetkafka.ops._protocol import ResetError
+    from jetkafka.ops._targets import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ResetError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--by-duration ")) from None
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -95,17 +143,47 @@ def cmd_offsets_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_offsets_reset(args: argparse.Namespace) -> int:
-    from jetkafka.ops._reset import ResetIncomplete, ResetResult, new_command_id, reset_offsets
+def _reset_target(args: argparse.Namespace) -> Any:
+    from jetkafka.ops._targets import Target
 
+    if args.shift_by is not None:
+        return Target("shift", args.shift_by)
+    if args.by_duration is not None:
+        return Target("duration", args.by_duration)
+    return args.to
+
+
+def cmd_offsets_reset(args: argparse.Namespace) -> int:
+    from jetkafka.ops._plan import plan_reset
+    from jetkafka.ops._reset import ResetError, ResetIncomplete, ResetResult, new_command_id, reset_offsets, undo_reset
+
+    if args.undo is None and args.topic is None:
+        raise ResetError("--topic is required (except with --undo, which resets the topic of the reset it undoes)")
     config = load_command_config(args)
+    if args.undo is not None and args.topic is not None:
+        from jetkafka.coordination._paths import GroupPaths
+        from jetkafka.coordination._session import zookeeper_session
+        from jetkafka.ops._history import find_reset
+
+        with zookeeper_session(config.zookeeper) as client:
+            undone = find_reset(client, GroupPaths(config.channel.group), args.undo).topic
+        if undone != args.topic:
+            raise ResetError(f"reset {args.undo} moved topic {undone}, not {args.topic}; drop --topic or fix it")
+    if args.dry_run:
+        plan = plan_reset(config, args.topic, _reset_target(args), args.partitions, undo=args.undo)
+        _print_plan(plan, args.json)
+        return 0
     command_id = args.command_id or new_command_id()
     # Printed first: whoever interrupts the command needs the id to continue it.
     print(f"reset {command_id}: if interrupted, repeat the command with --id {command_id} to continue it", file=sys.stderr)
     try:
-        result: ResetResult = reset_offsets(
-            config, args.topic, args.to, args.partitions, timeout=args.timeout, command_id=command_id
-        )
+        result: ResetResult
+        if args.undo is not None:
+            result = undo_reset(config, args.undo, args.partitions, timeout=args.timeout, command_id=command_id)
+        else:
+            result = reset_offsets(
+                config, args.topic, _reset_target(args), args.partitions, timeout=args.timeout, command_id=command_id
+            )
     except ResetIncomplete as exc:
         _print_reset(exc.result, args.json)
         print(f"jetkafka: error: {exc}", file=sys.stderr)
@@ -133,5 +211,49 @@ def _print_reset(result: Any, as_json: bool) -> None:
             rows.append((p, None, f"({target})", "not moved"))
     for line in format_table(("PARTITION", "OLD", "NEW", "BY"), rows, right={0, 1, 2}):
         print("  " + line)
+    for p, note in sorted(result.notes.items()):
+        print(f"  note: partition {p}: {note}")
     if result.ok:
         print(f"done: {len(result.applied)} partition(s) moved; consumers resume from the new offsets")
+        print(f"recorded in the offsets history; undo with: jetkafka offsets reset --undo {result.command_id}")
+
+
+def _print_plan(plan: Any, as_json: bool) -> None:
+    from jetkafka.ops._status import format_table
+
+    if as_json:
+        print_json(plan.to_dict())
+        return
+    print(f"dry run, nothing changed: {plan.topic} to {plan.to}")
+    rows = [(m.partition, m.old, m.new, m.by) for m in plan.moves]
+    for line in format_table(("PARTITION", "OLD", "NEW", "APPLIED BY"), rows, right={0, 1, 2}):
+        print("  " + line)
+    for m in plan.moves:
+        if m.note:
+            print(f"  note: partition {m.partition}: {m.note}")
+    print("run it without --dry-run to apply it; the targets are computed again then")
+
+
+def cmd_offsets_history(args: argparse.Namespace) -> int:
+    import datetime as dt
+
+    from jetkafka.coordination._paths import GroupPaths
+    from jetkafka.coordination._session import zookeeper_session
+    from jetkafka.ops._history import read_history
+
+    config = load_command_config(args)
+    with zookeeper_session(config.zookeeper) as client:
+        entries = read_history(client, GroupPaths(config.channel.group), args.topic)
+    if args.json:
+        print_json({"group": config.channel.group, "entries": [e.to_dict() for e in entries]})
+        return 0
+    if not entries:
+        print(f"group {config.channel.group}: no resets in the offsets history")
+        return 0
+    for e in entries:
+        when = dt.datetime.fromtimestamp(e.at, dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+        what = f"undo of {e.undoes}" if e.kind == "undo" else f"to {e.to}"
+        print(f"{when}  {e.command_id}  {e.topic} {what}  {e.status}  by {e.who} pid {e.pid}")
+        moves = ", ".join(f"[{p}] {r.old if r.old is not None else '-'} -> {r.new}" for p, r in sorted(e.partitions.items()))
+        print(f"    {moves}")
+    return 0

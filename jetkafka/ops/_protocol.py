@@ -62,6 +62,7 @@ class ResetCommand:
     finished: float | None = None
     by: str = ""
     timeout_s: float = 60.0
+    notes: dict[int, str] = field(default_factory=dict)  # partition: why its target was clamped
 
     def to_json(self) -> bytes:
         return json.dumps(
@@ -77,6 +78,7 @@ class ResetCommand:
                 "finished": self.finished,
                 "by": self.by,
                 "timeout_s": self.timeout_s,
+                "notes": {str(p): n for p, n in sorted(self.notes.items())},
             }
         ).encode()
 
@@ -95,6 +97,7 @@ class ResetCommand:
             finished=d.get("finished"),
             by=str(d.get("by", "")),
             timeout_s=float(d.get("timeout_s", 60.0)),
+            notes={int(p): str(n) for p, n in (d.get("notes") or {}).items()},
         )
 
     def with_status(self, status: str) -> ResetCommand:
@@ -135,6 +138,7 @@ class ResetResult:
     pending: dict[int, str] = field(default_factory=dict)  # partition: why it was not done
     resumed: bool = False  # an existing command of this id was continued
     superseded: tuple[str, ...] = ()  # interrupted earlier resets aborted first
+    notes: dict[int, str] = field(default_factory=dict)  # partition: why its target was clamped
 
     @property
     def ok(self) -> bool:
@@ -156,6 +160,7 @@ class ResetResult:
                     "new": self.applied[p].new if p in self.applied else None,
                     "by": self.applied[p].by if p in self.applied else None,
                     "pending": self.pending.get(p),
+                    "note": self.notes.get(p),
                 }
                 for p, target in sorted(self.targets.items())
             ],

@@ -12,8 +12,16 @@ The nodes involved are described in :mod:`jetkafka.ops._protocol`. A reset goes 
    instance that takes a partition later applies pending commands at take-over.
 3. Partitions nobody holds are taken by the command process itself (the same fenced
    take-over as an instance's), committed with their marker in one transaction, and released.
-4. When every partition has its marker the status becomes ``done``; at the timeout it becomes
-   ``aborted``, which changes the node's version, so no instance can apply it afterwards.
+4. When every partition has its marker the status becomes ``done``, in one transaction with
+   the reset's entry in the offsets history (:mod:`jetkafka.ops._history`); at the timeout it
+   becomes ``aborted``, which changes the node's version, so no instance can apply it
+   afterwards, and then an ``incomplete`` entry lists the partitions that did move.
+
+Targets may be absolute or relative (``--shift-by``, ``--by-duration``, ``--undo``); either
+way they are computed once, in step 1 (:mod:`jetkafka.ops._plan`), and stored in the command
+node, so every instance and every retry applies the same offsets. :func:`undo_reset` is a
+reset like any other, whose targets are the offsets before an earlier reset, from its history
+entry.
 
 Guarantees: a partition's offset is moved by a command at most once, because the offset and
 the marker are written in one transaction and the marker can be created only once; a retry
@@ -38,7 +46,6 @@ import json
 import logging
 import os
 import re
-import socket
 import threading
 import time
 import uuid
@@ -54,6 +61,8 @@ from jetkafka.coordination._offsets import OffsetStore
 from jetkafka.coordination._ownership import PartitionOwnership
 from jetkafka.coordination._paths import GroupPaths
 from jetkafka.coordination._session import zookeeper_session
+from jetkafka.ops._history import HistoryEntry, add_entry, ensure_history, trim_history, who_runs_this, write_entry
+from jetkafka.ops._plan import request_targets, undo_request
 from jetkafka.ops._protocol import (
     ABORTED,
     ACTIVE,
@@ -71,7 +80,7 @@ from jetkafka.ops._protocol import (
     marker_path,
 )
 from jetkafka.ops._status import BrokerView
-from jetkafka.ops._targets import Target, compute_targets, parse_target
+from jetkafka.ops._targets import Target, parse_target
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +110,7 @@ class ResetRun:
         timeout: float,
         command_id: str,
         on_partition_moved: Callable[[int, int], None] | None = None,
+        before: dict[int, int] | None = None,
     ) -> None:
         self.client = client
         self.broker = broker
@@ -112,7 +122,8 @@ class ResetRun:
         self.id = command_id
         self.path = command_path(self.paths, command_id)
         self.owner_id = f"reset-{command_id}"
-        self.by = f"{socket.gethostname()} pid {os.getpid()}"
+        self.by = f"{who_runs_this()} pid {os.getpid()}"
+        self.before = before  # undo: the offsets to return to
         self._ownership = PartitionOwnership(client, self.paths, self.owner_id)
         self._store = OffsetStore(client, self.paths)
         self._wake = threading.Event()
@@ -140,9 +151,11 @@ class ResetRun:
                 done = self._markers()
                 reasons = self._explain([p for p in pending if p not in done])
                 result = self._result(command, reasons, resumed, superseded)
+                if result.applied:
+                    write_entry(self.client, self.paths, self._entry(command, result, "incomplete"))
                 raise ResetIncomplete(self._failure_message(result), result)
-            self.client.set(self.path, command.with_status(DONE).to_json())
             result = self._result(command, {}, resumed, superseded)
+            self._finish(command, version, result)
             log.info("reset %s of %s done: %d partitions moved", self.id, self.topic, len(result.applied))
             return result
         finally:
@@ -181,6 +194,33 @@ class ResetRun:
                     f"reset {info.get('id')} of topic {self.topic} is running ({info.get('by')}), or was killed "
                     "less than zookeeper.session_timeout_s ago; wait for it and retry"
                 )
+
+    def _finish(self, command: ResetCommand, version: int, result: ResetResult) -> None:
+        """Status ``done`` and the history entry, in one transaction (see _history)."""
+        ensure_history(self.client, self.paths)
+        tx = self.client.transaction()
+        tx.set_data(self.path, command.with_status(DONE).to_json(), version)
+        add_entry(tx, self.paths, self._entry(command, result, DONE))
+        results = tx.commit()
+        if any(isinstance(r, Exception) for r in results):
+            # Every partition is moved (markers are final), but the command changed under us.
+            raise ResetError(
+                f"reset {self.id}: every partition moved, but the command was changed by another process "
+                f"before it was marked done ({results}); repeat it with --id {self.id} to record it"
+            )
+        trim_history(self.client, self.paths)
+
+    def _entry(self, command: ResetCommand, result: ResetResult, status: str) -> HistoryEntry:
+        target = Target.from_spec(command.to)
+        return HistoryEntry(
+            command_id=self.id,
+            topic=self.topic,
+            to=target.describe(),
+            status=status,
+            partitions=dict(result.applied),
+            kind="undo" if target.kind == "undo" else "reset",
+            undoes=target.ref if target.kind == "undo" else None,
+        )
 
     def _unlock(self) -> None:
         try:
@@ -233,14 +273,16 @@ class ResetRun:
     def _create(self) -> ResetCommand:
         counts = self.broker.partition_counts([self.topic])
         wanted = self._partitions(counts[self.topic])
+        plan = request_targets(self.client, self.broker, self.paths, self.topic, wanted, self.target, self.before)
         command = ResetCommand(
             id=self.id,
             topic=self.topic,
             to=self.target.spec,
             partitions=self.partitions,
-            targets=compute_targets(self.broker, self.topic, wanted, self.target),
+            targets=plan.targets,
             by=self.by,
             timeout_s=self.timeout,
+            notes=plan.notes,
         )
         self._ownership.prepare(self.topic)
         tx = self.client.transaction()
@@ -385,6 +427,7 @@ class ResetRun:
             pending=pending,
             resumed=resumed,
             superseded=superseded,
+            notes=dict(command.notes),
         )
 
     def _failure_message(self, result: ResetResult) -> str:
@@ -414,7 +457,7 @@ class ResetRun:
 def reset_offsets(
     config: JetkafkaConfig | str | os.PathLike[str],
     topic: str,
-    to: str | int | dt.datetime,
+    to: str | int | dt.datetime | Target,
     partitions: Iterable[int] | None = None,
     timeout: float = 60.0,
     command_id: str | None = None,
@@ -422,7 +465,9 @@ def reset_offsets(
 ) -> ResetResult:
     """Move the committed offsets of ``topic`` in the group of ``config``, safely while it runs.
 
-    ``to``: ``"earliest"``, ``"latest"``, an offset, or a time (ISO-8601 string or datetime).
+    ``to``: ``"earliest"``, ``"latest"``, an offset, a time (ISO-8601 string or datetime), or a
+    :class:`~jetkafka.ops._targets.Target` (``Target("shift", -100)``, ``Target("duration", ms)``).
+    Relative targets are computed once, when the command is created.
     Returns when every partition was moved; raises :class:`ResetIncomplete` (with the partial
     result) when some were not within ``timeout`` seconds, and :class:`ResetError` when the
     request is invalid. Pass the same ``command_id`` again to continue an interrupted reset.
@@ -432,9 +477,10 @@ def reset_offsets(
     """
     if not isinstance(config, JetkafkaConfig):
         config = load_config(config)
-    if command_id is not None and not _ID.fullmatch(command_id):
-        raise ResetError(f"command id {command_id!r} is invalid; use 1 to 64 letters, digits, '.', '_' or '-'")
+    _check_id(command_id)
     target = parse_target(to)
+    if target.kind == "undo":
+        raise ResetError("use undo_reset to undo a reset")
     wanted = tuple(sorted(set(partitions))) if partitions is not None else None
     group = config.channel.group
     with zookeeper_session(config.zookeeper) as client, BrokerView(config.kafka, group) as broker:
@@ -443,6 +489,48 @@ def reset_offsets(
             client, broker, group, topic, target, wanted, timeout, command_id or new_command_id(), on_partition_moved
         )
         return run.run()
+
+
+def undo_reset(
+    config: JetkafkaConfig | str | os.PathLike[str],
+    reset_id: str,
+    partitions: Iterable[int] | None = None,
+    timeout: float = 60.0,
+    command_id: str | None = None,
+    on_partition_moved: Callable[[int, int], None] | None = None,
+) -> ResetResult:
+    """Move the partitions reset ``reset_id`` moved back to their offsets before it.
+
+    A reset like :func:`reset_offsets` (same exactly-once protocol, fencing, retry by
+    ``command_id``, and its own history entry), whose targets are the ``old`` offsets of the
+    newest history entry of ``reset_id``, clamped to the logs as they are now. ``partitions``
+    limits it to some of them.
+    """
+    if not isinstance(config, JetkafkaConfig):
+        config = load_config(config)
+    _check_id(command_id)
+    group = config.channel.group
+    paths = GroupPaths(group)
+    with zookeeper_session(config.zookeeper) as client, BrokerView(config.kafka, group) as broker:
+        topic, wanted, before = undo_request(client, paths, reset_id, partitions)
+        run = ResetRun(
+            client,
+            broker,
+            group,
+            topic,
+            Target("undo", ref=reset_id),
+            wanted,
+            timeout,
+            command_id or new_command_id(),
+            on_partition_moved,
+            before,
+        )
+        return run.run()
+
+
+def _check_id(command_id: str | None) -> None:
+    if command_id is not None and not _ID.fullmatch(command_id):
+        raise ResetError(f"command id {command_id!r} is invalid; use 1 to 64 letters, digits, '.', '_' or '-'")
 
 
 __all__ = [
@@ -454,4 +542,5 @@ __all__ = [
     "ResetRun",
     "new_command_id",
     "reset_offsets",
+    "undo_reset",
 ]

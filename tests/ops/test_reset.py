@@ -43,15 +43,6 @@ def config_for(zk_connect: str, kafka_config: dict[str, Any], topic: str, **chan
     return parse_config(channel_config(zk_connect, kafka_config, [topic], **channel))
 
 
-@pytest.fixture
-def zk(zk_connect: str) -> Any:
-    client = KazooClient(hosts=zk_connect)
-    client.start(timeout=10)
-    yield client
-    client.stop()
-    client.close()
-
-
 def offsets(zk: KazooClient, topic: str) -> dict[int, int]:
     return OffsetStore(zk, PATHS).read_all(topic)
 
