@@ -1,4 +1,4 @@
-"""The ``jetkafka status`` and ``jetkafka offsets show|reset`` commands.
+"""The ``jetkafka status``, ``jetkafka offsets show|reset`` and ``jetkafka ui`` commands.
 
 :func:`register` adds them to the main parser's subparsers; every leaf parser sets ``func``
 (namespace in, exit code out). Errors a user can cause are raised as
@@ -69,6 +69,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     reset.add_argument("--id", dest="command_id", metavar="ID", help="command id; repeat it to continue an interrupted reset")
     reset.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds to wait for every partition (default 60)")
     reset.set_defaults(func=cmd_offsets_reset)
+
+    from jetkafka.ops import _ui
+
+    _ui.register(subparsers)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
