@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 HISTORY_S = 3600.0
 SAMPLE_INTERVAL_S = 2.0
+REUSE_S = 1.0
 LAG_SECONDS_NOTE = (
     "lag in seconds needs the timestamp of the next record to process, known only once it is "
     "fetched; this page does not fetch records"
@@ -73,6 +74,24 @@ class LockedBroker:
             if self._view is not None:
                 self._view.close()
                 self._view = None
+
+
+class Reuse:
+    """The last answer of ``build`` for ``max_age_s`` seconds: many open pages, or a page and a
+    scraper polling together, cost the group one read per interval. One build at a time."""
+
+    def __init__(self, build: Callable[[], dict[str, Any]], max_age_s: float = REUSE_S) -> None:
+        self._build = build
+        self._max_age = max_age_s
+        self._lock = threading.Lock()
+        self._last: tuple[float, dict[str, Any]] | None = None
+
+    def get(self) -> dict[str, Any]:
+        with self._lock:
+            now = time.monotonic()
+            if self._last is None or now - self._last[0] >= self._max_age:
+                self._last = (now, self._build())
+            return self._last[1]
 
 
 class History:
@@ -152,8 +171,13 @@ class GroupView:
         self._client = client
         self._broker = LockedBroker(config.kafka, config.channel.group)
         self._history = History()
+        self._reuse = Reuse(self._build)
 
     def snapshot(self) -> dict[str, Any]:
+        """The page's data (read again at most every :data:`REUSE_S` seconds)."""
+        return self._reuse.get()
+
+    def _build(self) -> dict[str, Any]:
         group = read_group(self._client, self._broker, self._config.channel.group, self._config.channel.topics)
         group["recent"] = {"rebalances": None, "commits_refused": None, "note": RECENT_UNKNOWN_NOTE}
         group["history"] = self._history.add({"t": time.time(), "lag": _lag_by_topic(group)})
@@ -171,6 +195,7 @@ class InstanceView:
         self._brokers: dict[str, LockedBroker] = {}
         self._histories: dict[str, History] = {}
         self._lock = threading.Lock()
+        self._reuse = Reuse(self._build)
 
     def broker(self, channel: RunningChannel) -> LockedBroker:
         group = channel.config.channel.group
@@ -184,6 +209,10 @@ class InstanceView:
             return self._histories.setdefault(group, History())
 
     def snapshot(self) -> dict[str, Any]:
+        """The page's data (read again at most every :data:`REUSE_S` seconds)."""
+        return self._reuse.get()
+
+    def _build(self) -> dict[str, Any]:
         groups: dict[str, dict[str, Any]] = {}
         now = time.time()
         for channel in self._channels():
@@ -226,4 +255,4 @@ class InstanceView:
             broker.close()
 
 
-__all__ = ["GroupView", "History", "InstanceView", "LockedBroker", "read_group"]
+__all__ = ["GroupView", "History", "InstanceView", "LockedBroker", "Reuse", "read_group"]
