@@ -4,6 +4,10 @@
 - :mod:`jetkafka.ops._metrics_endpoint`: the HTTP endpoint a channel serves them on when
   ``metrics.port`` is set.
 - :mod:`jetkafka.ops._metrics_add_on`: the channel add-on that attaches a channel to it.
+- :mod:`jetkafka.ops._http`: the threaded HTTP server of that port and of ``jetkafka ui``.
+- :mod:`jetkafka.ops._health`: ``/healthz`` and ``/readyz``, liveness and readiness.
+- :mod:`jetkafka.ops._status_view`: the data of the status page (``/`` and ``/status.json``).
+- :mod:`jetkafka.ops._ui`: ``jetkafka ui``, the status page of a whole group without a channel.
 - :mod:`jetkafka.ops._status`: the group as ZooKeeper and the brokers see it (``group_status``,
   ``show_offsets``); needs no running channel.
 - :mod:`jetkafka.ops._reset`: ``reset_offsets`` and ``undo_reset``, the command side of

@@ -1,4 +1,4 @@
-"""The ``jetkafka status`` and ``jetkafka offsets show|reset|history`` commands.
+"""The ``jetkafka status``, ``jetkafka offsets show|reset|history`` and ``jetkafka ui`` commands.
 
 :func:`register` adds them to the main parser's subparsers; every leaf parser sets ``func``
 (namespace in, exit code out). Errors a user can cause are raised as
@@ -106,6 +106,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_config_options(history)
     add_topic_option(history, "only resets of this topic")
     history.set_defaults(func=cmd_offsets_history)
+
+    from jetkafka.ops import _ui
+
+    _ui.register(subparsers)
 
 
 def duration_ms(text: str) -> int:

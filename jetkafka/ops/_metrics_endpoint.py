@@ -1,10 +1,16 @@
-"""The HTTP endpoint that serves the channels' Prometheus metrics.
+"""The HTTP endpoint of the metrics port: Prometheus metrics, health probes and the status page.
 
 A channel whose configuration sets ``metrics.port`` attaches itself at start
 (:func:`attach_channel`) and detaches at shutdown. Channels of one process that name the same
 ``metrics.host`` and ``metrics.port`` share one HTTP server and one registry; the last channel to
 detach stops the server. The endpoint also serves prometheus_client's default registry, where
 processors register metrics of their own.
+
+Paths (:mod:`jetkafka.ops._http`): ``/metrics``; ``/healthz`` and ``/readyz``, the liveness
+and readiness of every attached channel (:mod:`jetkafka.ops._health`), JSON with 200 or 503;
+``/`` and ``/status.json``, the status page of the attached channels' groups
+(:mod:`jetkafka.ops._status_view`); anything else 404. The server listens on ``metrics.host``,
+127.0.0.1 unless configured otherwise.
 
 Failure modes: a port that is taken makes :func:`attach_channel` raise a
 :class:`~jetkafka.errors.ConfigError` naming ``metrics.port``.
@@ -17,12 +23,15 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from prometheus_client import REGISTRY, start_http_server
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from jetkafka.errors import ConfigError
+from jetkafka.ops._health import PartitionCounts, Verdict, liveness, readiness
+from jetkafka.ops._http import Answer, StatusServer, json_answer, page_route
 from jetkafka.ops._metrics import ChannelMetrics, JetkafkaCollector
+from jetkafka.ops._status_view import InstanceView
 
 if TYPE_CHECKING:
     from jetkafka.channel._running import RunningChannel
@@ -48,8 +57,19 @@ class MetricsEndpoint:
         self.collector = JetkafkaCollector()
         self.registry.register(self.collector)
         self.registry.register(_DefaultRegistry())
+        self._channels: list[RunningChannel] = []
+        self._channels_lock = threading.Lock()
+        self._counts: dict[str, PartitionCounts] = {}
+        self.status = InstanceView(self.channels)
+        routes = {
+            "/metrics": self._metrics,
+            "/healthz": self._healthz,
+            "/readyz": self._readyz,
+            "/": page_route,
+            "/status.json": lambda: json_answer(200, self.status.snapshot()),
+        }
         try:
-            self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
+            self._server = StatusServer(host, port, routes)
         except OSError as exc:
             raise ConfigError(
                 source,
@@ -57,8 +77,46 @@ class MetricsEndpoint:
                 f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}",
                 "choose a free port (or 0 for any free port), or stop the process that holds this one",
             ) from None
+        self._server.start()
         self.host = host
-        self.port = int(self._server.server_port)
+        self.port = self._server.port
+
+    def channels(self) -> list[RunningChannel]:
+        """The channels attached now, in the order they attached."""
+        with self._channels_lock:
+            return list(self._channels)
+
+    def add(self, channel: RunningChannel, metrics: ChannelMetrics) -> None:
+        with self._channels_lock:
+            self._channels.append(channel)
+        self.collector.add(metrics)
+
+    def remove(self, channel: RunningChannel, metrics: ChannelMetrics) -> None:
+        self.collector.remove(metrics)
+        with self._channels_lock:
+            if channel in self._channels:
+                self._channels.remove(channel)
+
+    def _metrics(self) -> Answer:
+        return 200, CONTENT_TYPE_LATEST, generate_latest(self.registry)
+
+    def _healthz(self) -> Answer:
+        verdict: Verdict = liveness(self.channels())
+        return json_answer(verdict.status, verdict.body)
+
+    def _readyz(self) -> Answer:
+        verdict = readiness(self.channels(), self._partition_counts)
+        return json_answer(verdict.status, verdict.body)
+
+    def _partition_counts(self, channel: RunningChannel) -> PartitionCounts:
+        group = channel.config.channel.group
+        with self._channels_lock:
+            counts = self._counts.get(group)
+            if counts is None:
+                broker = self.status.broker(channel)
+                counts = PartitionCounts(lambda topics: broker.run(lambda view: view.partition_counts(topics)))
+                self._counts[group] = counts
+            return counts
 
     @property
     def url(self) -> str:
@@ -66,9 +124,8 @@ class MetricsEndpoint:
         return f"http://{host}:{self.port}/metrics"
 
     def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        self._server.stop()
+        self.status.close()
 
 
 _endpoints: dict[tuple[str, int], MetricsEndpoint] = {}
@@ -78,8 +135,11 @@ _endpoints_lock = threading.Lock()
 class MetricsHandle:
     """A channel's attachment to an endpoint; :meth:`detach` undoes :func:`attach_channel`."""
 
-    def __init__(self, endpoint: MetricsEndpoint, key: tuple[str, int], metrics: ChannelMetrics) -> None:
+    def __init__(
+        self, endpoint: MetricsEndpoint, key: tuple[str, int], channel: RunningChannel, metrics: ChannelMetrics
+    ) -> None:
         self.endpoint = endpoint
+        self.channel = channel
         self.metrics = metrics
         self._key = key
 
@@ -90,7 +150,7 @@ class MetricsHandle:
     def detach(self) -> None:
         self.metrics.stop()
         with _endpoints_lock:
-            self.endpoint.collector.remove(self.metrics)
+            self.endpoint.remove(self.channel, self.metrics)
             if len(self.endpoint.collector) or _endpoints.get(self._key) is not self.endpoint:
                 return
             del _endpoints[self._key]
@@ -113,10 +173,10 @@ def attach_channel(channel: RunningChannel) -> MetricsHandle:
             key = (cfg.host, endpoint.port)
             _endpoints[key] = endpoint
             log.info("serving Prometheus metrics on %s", endpoint.url)
-        endpoint.collector.add(metrics)
+        endpoint.add(channel, metrics)
     metrics.start()
     log.info("metrics of group %s consumer %s on %s", channel.config.channel.group, channel.consumer_id, endpoint.url)
-    return MetricsHandle(endpoint, key, metrics)
+    return MetricsHandle(endpoint, key, channel, metrics)
 
 
 __all__ = ["MetricsEndpoint", "MetricsHandle", "attach_channel"]

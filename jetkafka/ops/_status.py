@@ -30,7 +30,7 @@ from jetkafka.config import JetkafkaConfig
 from jetkafka.coordination._offsets import OffsetStore
 from jetkafka.coordination._ownership import PartitionOwnership
 from jetkafka.coordination._paths import GroupPaths
-from jetkafka.coordination._registry import ConsumerRegistry
+from jetkafka.coordination._registry import ConsumerInfo, ConsumerRegistry
 from jetkafka.coordination._session import zookeeper_session
 from jetkafka.errors import ConnectError, TopicNotFound
 
@@ -189,6 +189,13 @@ def group_status(config: JetkafkaConfig, topics: Sequence[str] | None = None) ->
     with zookeeper_session(config.zookeeper) as client, BrokerView(config.kafka, group) as broker:
         live = ConsumerRegistry(client, GroupPaths(group)).live()
         partitions = read_partitions(client, broker, group, topics)
+    return assemble_status(group, topics, live.values(), partitions)
+
+
+def assemble_status(
+    group: str, topics: Sequence[str], live: Iterable[ConsumerInfo], partitions: Sequence[PartitionStatus]
+) -> GroupStatus:
+    """The status of ``group`` from its live members and its partitions as read."""
     held: dict[str, int] = {}
     for p in partitions:
         if p.owner is not None:
@@ -205,9 +212,9 @@ def group_status(config: JetkafkaConfig, topics: Sequence[str] | None = None) ->
             topics=info.topics,
             partitions=held.get(info.consumer_id, 0),
         )
-        for info in sorted(live.values(), key=lambda i: (i.started, i.consumer_id))
+        for info in sorted(live, key=lambda i: (i.started, i.consumer_id))
     )
-    return GroupStatus(group, topics, instances, tuple(partitions))
+    return GroupStatus(group, tuple(topics), instances, tuple(partitions))
 
 
 def show_offsets(config: JetkafkaConfig, topics: Sequence[str] | None = None) -> GroupStatus:
@@ -287,6 +294,7 @@ __all__ = [
     "GroupStatus",
     "InstanceStatus",
     "PartitionStatus",
+    "assemble_status",
     "group_status",
     "read_partitions",
     "render_offsets",

@@ -1,0 +1,177 @@
+"""Liveness and readiness of the channels a process serves metrics for: ``/healthz`` and ``/readyz``.
+
+Each check returns a :class:`Verdict`: ``ok`` (HTTP 200, else 503) and a JSON-ready body whose
+``reason`` says why, with one entry per channel under ``channels``.
+
+Live (:func:`liveness`): every attached channel's loops run. The loops are the threads a
+channel starts: its fetcher (``jetkafka-fetcher``), its ``channel.threads`` workers
+(``jetkafka-worker-N``) and the process's rebalance thread (``jetkafka-rebalance``, shared by
+the channels of one ZooKeeper ensemble). A channel does not hand its threads to add-ons, so
+they are counted by name among the process's live threads: live when the process runs at
+least one fetcher per attached channel, at least as many workers as they ask for together,
+and a rebalance thread. A loop that died (an uncaught error ends its thread) makes the count
+fall short and the process not live, which is what a liveness probe restarts it for.
+
+Ready (:func:`readiness`): for every attached channel, its ZooKeeper session is connected and
+either the channel is paused (``jetkafka pause`` or ``pause()``: deliberately idle, still
+ready) or it holds its share. *Holds its share* is judged from a fresh read of the group in
+ZooKeeper (live members, owners) and the partition counts from the brokers, with the same
+plan the rebalance thread follows (:func:`~jetkafka.coordination._assignment.plan_topic`):
+for every topic of the channel the plan for this member asks it to release nothing and to
+take no free partition, and (dynamic and static coordinators) it holds as many partitions as
+its quota. A fixed-count member that finds no free partition holds what it can and is ready.
+A member that has not started its first rebalance, or whose registration is missing, is not
+ready. While another member still holds a partition due to this one, this one is not ready:
+the group is still moving.
+
+Threads: called on the HTTP server's request threads; every read goes to the channel through
+:class:`~jetkafka.channel._running.RunningChannel` or to ZooKeeper and the brokers, never to
+the channel's internals. Failure modes: a ZooKeeper or broker read that fails makes the
+channel not ready, with the error as its reason.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jetkafka.channel._running import RunningChannel
+
+FETCHER_THREAD = "jetkafka-fetcher"
+WORKER_THREAD_PREFIX = "jetkafka-worker-"
+REBALANCE_THREAD = "jetkafka-rebalance"
+
+# Partition counts change rarely (a topic grows); a probe every few seconds need not ask the
+# brokers each time.
+PARTITION_COUNTS_TTL_S = 30.0
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    body: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def status(self) -> int:
+        return 200 if self.ok else 503
+
+
+def _thread_names() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.is_alive()]
+
+
+def liveness(channels: Sequence[RunningChannel], thread_names: Callable[[], list[str]] = _thread_names) -> Verdict:
+    """Whether the process's loops run for every attached channel (see the module docstring)."""
+    if not channels:
+        return Verdict(False, {"status": "not live", "reason": "no channel is attached to this endpoint"})
+    names = thread_names()
+    fetchers = sum(1 for n in names if n == FETCHER_THREAD)
+    workers = sum(1 for n in names if n.startswith(WORKER_THREAD_PREFIX))
+    rebalancers = sum(1 for n in names if n == REBALANCE_THREAD)
+    wanted_workers = sum(c.config.channel.threads for c in channels)
+    loops = {
+        "fetcher": {"running": fetchers, "wanted": len(channels)},
+        "workers": {"running": workers, "wanted": wanted_workers},
+        "rebalance": {"running": rebalancers, "wanted": 1},
+    }
+    missing = [name for name, n in loops.items() if n["running"] < n["wanted"]]
+    body: dict[str, Any] = {"channels": [_channel_id(c) for c in channels], "loops": loops}
+    if missing:
+        return Verdict(False, {**body, "status": "not live", "reason": f"loops not running: {', '.join(missing)}"})
+    return Verdict(True, {**body, "status": "live", "reason": "all loops are running"})
+
+
+def _channel_id(channel: RunningChannel) -> dict[str, str]:
+    return {"group": channel.config.channel.group, "consumer": channel.consumer_id}
+
+
+class PartitionCounts:
+    """Partition counts per topic from the brokers, looked up at most every ``ttl`` seconds.
+
+    ``lookup`` is called with the topics and answers ``{topic: count}``; thread-safe.
+    """
+
+    def __init__(self, lookup: Callable[[Sequence[str]], Mapping[str, int]], ttl: float = PARTITION_COUNTS_TTL_S) -> None:
+        self._lookup = lookup
+        self._ttl = ttl
+        self._lock = threading.Lock()
+        self._cached: dict[str, tuple[float, int]] = {}
+
+    def get(self, topics: Sequence[str]) -> dict[str, int]:
+        now = time.monotonic()
+        with self._lock:
+            stale = [t for t in topics if t not in self._cached or now - self._cached[t][0] > self._ttl]
+            if stale:
+                for topic, count in self._lookup(stale).items():
+                    self._cached[topic] = (now, count)
+            return {t: self._cached[t][1] for t in topics}
+
+
+def channel_readiness(channel: RunningChannel, counts: PartitionCounts) -> tuple[bool, dict[str, Any]]:
+    """One channel's readiness and its reason (see the module docstring)."""
+    from jetkafka.coordination._assignment import plan_topic
+    from jetkafka.coordination._ownership import PartitionOwnership
+    from jetkafka.coordination._registry import ConsumerRegistry
+
+    entry: dict[str, Any] = _channel_id(channel)
+    state = channel.zookeeper_state()
+    entry["zookeeper"] = state
+    if state != "CONNECTED":
+        return False, {**entry, "ready": False, "reason": f"ZooKeeper session {state}"}
+    if channel.paused:
+        return True, {**entry, "ready": True, "paused": True, "reason": "paused"}
+    if sum(channel.stats.rebalance_counts().values()) == 0:
+        return False, {**entry, "ready": False, "reason": "first rebalance not done yet"}
+    try:
+        client, paths, cid = channel.zookeeper, channel.paths, channel.consumer_id
+        live = ConsumerRegistry(client, paths).live()
+        me = live.get(cid)
+        if me is None:
+            return False, {**entry, "ready": False, "reason": "not registered in the group"}
+        topics = list(channel.config.channel.topics)
+        partition_counts = counts.get(topics)
+        ownership = PartitionOwnership(client, paths, "")
+        shares: dict[str, dict[str, Any]] = {}
+        unsettled: list[str] = []
+        for topic in topics:
+            owners = ownership.owners(topic)
+            plan, _claims = plan_topic(me, topic, partition_counts[topic], live, owners)
+            held = sorted(p for p, owner in owners.items() if owner == cid)
+            settled = not plan.release and not plan.take
+            if me.coordinator != "fixed-count":
+                settled = settled and len(held) >= plan.quota
+            shares[topic] = {"held": held, "quota": plan.quota, "release": list(plan.release), "take": list(plan.take)}
+            if not settled:
+                unsettled.append(f"{topic}: holds {len(held)} of {plan.quota}")
+    except Exception as exc:  # noqa: BLE001 - any failed read means "not known to be ready", said in the reason
+        return False, {**entry, "ready": False, "reason": f"cannot read the group: {exc}"}
+    entry["topics"] = shares
+    if unsettled:
+        return False, {**entry, "ready": False, "reason": "does not hold its share yet (" + "; ".join(unsettled) + ")"}
+    return True, {**entry, "ready": True, "paused": False, "reason": "holds its share"}
+
+
+def readiness(channels: Sequence[RunningChannel], counts: Callable[[RunningChannel], PartitionCounts]) -> Verdict:
+    """Ready when every attached channel is (see the module docstring); ``counts`` gives a
+    channel's :class:`PartitionCounts`."""
+    if not channels:
+        return Verdict(False, {"status": "not ready", "reason": "no channel is attached to this endpoint", "channels": []})
+    entries = []
+    ready = True
+    for channel in channels:
+        ok, entry = channel_readiness(channel, counts(channel))
+        ready = ready and ok
+        entries.append(entry)
+    if ready:
+        paused = all(e.get("paused") for e in entries)
+        reason = "paused" if paused else "holds its share" if len(entries) == 1 else "every channel is ready"
+        return Verdict(True, {"status": "ready", "reason": reason, "channels": entries})
+    reasons = [f"{e['group']}/{e['consumer']}: {e['reason']}" for e in entries if not e["ready"]]
+    return Verdict(False, {"status": "not ready", "reason": "; ".join(reasons), "channels": entries})
+
+
+__all__ = ["PartitionCounts", "Verdict", "channel_readiness", "liveness", "readiness"]
