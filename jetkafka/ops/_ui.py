@@ -18,6 +18,7 @@ import threading
 
 from jetkafka.config import JetkafkaConfig
 from jetkafka.errors import JetkafkaError
+from jetkafka.ops._command_line import add_config_argument
 from jetkafka.ops._http import StatusServer, json_answer, page_route
 
 DEFAULT_PORT = 8089
@@ -64,7 +65,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
     )
     # The options of add_config_options but --json: a page has no JSON form to print.
-    ui.add_argument("--config", required=True, metavar="FILE", help="the group's YAML configuration")
+    add_config_argument(ui)
     ui.add_argument(
         "--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="log level (default WARNING)"
     )
