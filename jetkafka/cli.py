@@ -2,7 +2,8 @@
 """The ``jetkafka`` command.
 
 ``jetkafka run CONFIG`` runs a channel until SIGTERM or SIGINT, then shuts down gracefully and
-exits 0; a second SIGINT exits at once (status 130) without committing anything more. While it
+exits 0; a second SIGINT exits at once (status 130) without committing anything more. A signal
+that comes while it still connects stops it at once (status 0): nothing is owned yet. While it
 runs, valid changes of CONFIG are applied (hot deploy), invalid ones are logged and ignored.
 Errors a user can cause are printed as one message with the fix, never as a traceback.
 
@@ -42,6 +43,13 @@ def _setup_logging(level: str) -> None:
         logging.getLogger("jetkafka.zookeeper").setLevel(logging.WARNING)
 
 
+class _StoppedWhileStarting(BaseException):
+    """Raised by ``run``'s signal handler while the channel connects; carries the signal's name.
+
+    A BaseException, like KeyboardInterrupt, so no ``except Exception`` on the way swallows it.
+    """
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from jetkafka._assembly import build_channel
     from jetkafka.config import load_config
@@ -51,21 +59,33 @@ def _cmd_run(args: argparse.Namespace) -> int:
     channel = build_channel(config, pythonpath=args.pythonpath)
     stop = threading.Event()
     interrupts = 0
+    starting = True
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         nonlocal interrupts
+        name = signal.Signals(signum).name
+        if starting:
+            # Still connecting (which may take up to a connection timeout): nothing is owned or
+            # processed yet, so leave now; the exception unwinds start(), which closes what it opened.
+            raise _StoppedWhileStarting(name)
         if signum == signal.SIGINT:
             interrupts += 1
             if interrupts > 1:
                 # The user insists: leave now; uncommitted batches are re-read by the next owner.
                 os.write(2, b"second interrupt: exiting without committing\n")
                 os._exit(130)
-        log.info("%s received: shutting down gracefully (interrupt again to exit at once)", signal.Signals(signum).name)
+        log.info("%s received: shutting down gracefully (interrupt again to exit at once)", name)
         stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    channel.start()
+    try:
+        channel.start()
+        starting = False
+    except _StoppedWhileStarting as stopped:
+        log.info("%s received while starting: stopping", stopped)
+        # The signal may have come just after start() returned: then leave the group as usual.
+        return 0 if not channel.running or channel.shutdown() else 1
     if not args.no_watch:
         channel.watch(args.config)
     while not stop.wait(0.5):

@@ -20,6 +20,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from jetkafka._client_logs import librdkafka_logger
 from jetkafka.channel._errors import DeadLetterError
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ class DeadLetterSink:
         self.topic = topic
         self._group = group
         self._timeout = timeout_s
-        self._producer = Producer(conf, logger=logging.getLogger("jetkafka.librdkafka"))
+        self._producer = Producer(conf, logger=librdkafka_logger())
         self._lock = threading.Lock()
 
     def send(self, message: Any, error: BaseException, attempts: int) -> None:

@@ -20,6 +20,7 @@ from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from jetkafka._client_logs import librdkafka_logger
 from jetkafka.channel._budget import BufferBudget
 from jetkafka.channel._partition import PartitionState
 from jetkafka.errors import ConnectError, TopicNotFound
@@ -83,12 +84,15 @@ class Fetcher:
         budget: BufferBudget,
         max_poll: int = MAX_POLL,
         wrap_consumer: ConsumerWrapper | None = None,
+        connection_timeout_s: float = 10.0,
     ) -> None:
         self._conf = consumer_config(kafka, group)
+        # How long a metadata look-up waits for a broker (channel.kafka_connection_timeout_s).
+        self._connection_timeout_s = connection_timeout_s
         self._bootstrap = str(self._conf.get("bootstrap.servers", "?"))
         wrap = wrap_consumer or _as_is
-        self.consumer = wrap(Consumer(self._conf, logger=logging.getLogger("jetkafka.librdkafka")), "fetch")
-        self._meta = wrap(Consumer(self._conf, logger=logging.getLogger("jetkafka.librdkafka")), "metadata")
+        self.consumer = wrap(Consumer(self._conf, logger=librdkafka_logger()), "fetch")
+        self._meta = wrap(Consumer(self._conf, logger=librdkafka_logger()), "metadata")
         self._meta_lock = threading.Lock()
         self._states = states
         self._on_data = on_data
@@ -105,16 +109,22 @@ class Fetcher:
     # -- metadata (any thread) -------------------------------------------------------------
 
     def partition_counts(
-        self, topics: tuple[str, ...], timeout: float = 10.0, missing_ok: bool = False
+        self, topics: tuple[str, ...], timeout: float | None = None, missing_ok: bool = False
     ) -> dict[str, int]:
-        """Partitions per topic; a missing topic raises :class:`TopicNotFound` unless ``missing_ok``."""
+        """Partitions per topic; a missing topic raises :class:`TopicNotFound` unless ``missing_ok``.
+
+        Waits up to ``timeout`` (default: the connection timeout) for a broker, then raises
+        :class:`ConnectError` naming the address, the timeout and its setting.
+        """
+        timeout = self._connection_timeout_s if timeout is None else timeout
         try:
             with self._meta_lock:
                 meta = self._meta.list_topics(timeout=timeout)
         except KafkaException as exc:
             raise ConnectError(
-                f"cannot reach Kafka at {self._bootstrap} ({exc.args[0].str()}); check kafka.bootstrap.servers "
-                "and that the broker runs (for a local one: jetkafka dev up)"
+                f"cannot reach Kafka at {self._bootstrap} within {timeout:g} s ({exc.args[0].str()}); "
+                "check kafka.bootstrap.servers and that the broker runs (for a local one: jetkafka dev up), "
+                "or raise channel.kafka_connection_timeout_s"
             ) from None
         counts = {}
         for topic in topics:

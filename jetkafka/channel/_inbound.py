@@ -180,6 +180,7 @@ class InboundChannel:
                 self._queue.offer,
                 self._budget,
                 wrap_consumer=self._wrap_consumer,
+                connection_timeout_s=cfg.kafka_connection_timeout_s,
             )
             self._membership = GroupMembership(
                 self._controller, cfg, self._leases, self.consumer_id, on_rebalance=self.stats.rebalanced

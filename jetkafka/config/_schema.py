@@ -204,6 +204,14 @@ class ChannelConfig:
     error_backoff_max_ms: int = field(
         default=30_000, metadata=spec("longest re-delivery delay after repeated errors", min=0)
     )
+    kafka_connection_timeout_s: float = field(
+        default=10.0,
+        metadata=spec(
+            "how long to wait for a Kafka broker to answer a metadata request (at start, and at each rebalance), in seconds",
+            min=0.5,
+            max=600,
+        ),
+    )
     shutdown_timeout_s: float = field(
         default=30.0, metadata=spec("seconds to wait for batches in flight at shutdown", min=0, max=3600)
     )

@@ -21,6 +21,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 from kazoo.security import make_digest_acl
 
+from jetkafka._client_logs import kazoo_logger
 from jetkafka.config import ZooKeeperConfig
 from jetkafka.errors import ConfigError, ConnectError
 
@@ -55,12 +56,13 @@ def build_client(config: ZooKeeperConfig, hosts: str | None = None) -> KazooClie
         # Commands retry through short disconnections; the session timeout bounds them.
         command_retry=KazooRetry(max_tries=3, delay=0.1, max_delay=1.0, ignore_expire=False),
         connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=2.0),
-        logger=logging.getLogger("jetkafka.zookeeper"),
+        logger=kazoo_logger(),
     )
 
 
 def start_client(client: KazooClient, config: ZooKeeperConfig) -> None:
     """Connect, or raise :class:`ConnectError` naming the address and the fix."""
+    log.info("connecting to ZooKeeper %s (up to %g s)", config.connect, config.connection_timeout_s)
     hosts, _, chroot = config.connect.partition("/")
     if chroot:
         # The chroot must exist before a client rooted in it starts.
@@ -101,3 +103,8 @@ def _start(client: KazooClient, config: ZooKeeperConfig) -> None:
             "check zookeeper.connect and that the server runs "
             "(for a local one: jetkafka dev up), or raise zookeeper.connection_timeout_s"
         ) from None
+    except BaseException:
+        # Interrupted while connecting (a signal's handler raised): do not leave kazoo retrying.
+        client.stop()
+        client.close()
+        raise

@@ -26,6 +26,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from kazoo.client import KazooClient
 
+from jetkafka._client_logs import librdkafka_logger
 from jetkafka.config import JetkafkaConfig
 from jetkafka.coordination._offsets import OffsetStore
 from jetkafka.coordination._ownership import PartitionOwnership
@@ -49,7 +50,7 @@ class BrokerView:
         conf = consumer_config(kafka, group)
         self._bootstrap = str(conf.get("bootstrap.servers", "?"))
         self._timeout = timeout
-        self._consumer = Consumer(conf, logger=logging.getLogger("jetkafka.librdkafka"))
+        self._consumer = Consumer(conf, logger=librdkafka_logger())
 
     def close(self) -> None:
         self._consumer.close()

@@ -27,6 +27,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from jetkafka._client_logs import librdkafka_logger
 from jetkafka.channel._fetcher import consumer_config
 from jetkafka.errors import ConnectError
 from jetkafka.events import Key
@@ -61,7 +62,7 @@ class RangeReader:
         # librdkafka waits this long before fetching again once its queue was full (default
         # 1 s): far too long when the queue is drained by a few batches at a time.
         conf["fetch.queue.backoff.ms"] = 20
-        self._consumer = Consumer(conf, logger=logging.getLogger("jetkafka.librdkafka"))
+        self._consumer = Consumer(conf, logger=librdkafka_logger())
         self._bootstrap = str(conf.get("bootstrap.servers", "?"))
         self._buffer_max = 8 * batch_max_events
         self._resume_below = 4 * batch_max_events  # half full: the refetch has time to arrive
