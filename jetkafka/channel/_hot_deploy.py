@@ -111,6 +111,29 @@ class _FileEvents(FileSystemEventHandler):
                 return
 
 
+class _InotifyStopRace(logging.Filter):
+    """Lowers watchdog's "queue_events() called when the thread is inactive" to DEBUG.
+
+    watchdog's inotify emitter logs it at ERROR when :meth:`ConfigWatcher.stop` closes the
+    inotify handle while the emitter thread is still in its blocking read: a race inside
+    watchdog, harmless (the thread just ends), that would put an ERROR line in the log of every
+    unlucky clean shutdown.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.DEBUG and "called when the thread is inactive" in str(record.msg):
+            record.levelno = logging.DEBUG
+            record.levelname = logging.getLevelName(logging.DEBUG)
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        return True
+
+
+def _quiet_the_stop_race() -> None:
+    watchdog_log = logging.getLogger("watchdog.observers.inotify")
+    if not any(isinstance(f, _InotifyStopRace) for f in watchdog_log.filters):
+        watchdog_log.addFilter(_InotifyStopRace())
+
+
 class ConfigWatcher:
     """Calls ``apply(config)`` with each valid new version of a YAML file."""
 
@@ -122,6 +145,7 @@ class ConfigWatcher:
         self._digest = self._read_digest()
         self._timer: threading.Timer | None = None
         self._lock = threading.Lock()
+        _quiet_the_stop_race()
         self._observer = Observer()
         self._observer.schedule(_FileEvents(self.path, self._schedule), str(self.path.parent), recursive=False)
 
