@@ -24,6 +24,8 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
+from kazoo.exceptions import NoAuthError
+
 from jetkafka import __version__
 from jetkafka.errors import JetkafkaError, MissingExtra
 from jetkafka.ops._command_line import add_config_argument, resolve_config_file
@@ -203,6 +205,16 @@ def _register_missing_extra(
     cmd.set_defaults(func=unavailable)
 
 
+def _access_denied(args: argparse.Namespace) -> str:
+    from jetkafka.config import load_config
+    from jetkafka.coordination._session import access_denied
+
+    try:
+        return str(access_denied(load_config(args.config).zookeeper))
+    except (JetkafkaError, AttributeError, TypeError):
+        return "ZooKeeper denied access (NoAuth): set zookeeper.auth.credential to the user:password that owns the nodes"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     if "_ARGCOMPLETE" in os.environ:  # only when the shell asks for completions
@@ -215,6 +227,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except JetkafkaError as exc:
         print(f"jetkafka: error: {exc}", file=sys.stderr)
+        return 2
+    except NoAuthError:
+        # Past the check at connect (an open chroot, protected nodes in it): same message.
+        print(f"jetkafka: error: {_access_denied(args)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from kazoo.client import KazooClient
+from kazoo.security import make_digest_acl
 
 from tests.support.channels import channel_config, wait_until
 from tests.support.processes import REPO
@@ -85,3 +87,51 @@ def test_a_signal_while_connecting_to_zookeeper_stops_at_once(tmp_path: Path, si
     stderr = log.read_text()
     assert "Traceback" not in stderr
     assert f"{signum.name} received while starting: stopping" in stderr
+
+
+# -- ZooKeeper auth ------------------------------------------------------------------------------------------
+
+
+def _jetkafka(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "jetkafka", *args], capture_output=True, text=True, timeout=60, cwd=str(REPO), check=False
+    )
+
+
+def _protected(zk_connect: str, path: str) -> None:
+    """Creates ``path`` (under the test's chroot) readable and writable by app:s3cret only."""
+    client = KazooClient(hosts=zk_connect, auth_data=[("digest", "app:s3cret")])
+    client.start(timeout=10)
+    try:
+        client.create(path, makepath=True, acl=[make_digest_acl("app", "s3cret", all=True)])
+    finally:
+        client.stop()
+        client.close()
+
+
+@pytest.mark.parametrize("auth", [None, {"credential": "app:guess"}])
+def test_a_protected_chroot_without_the_credential_is_one_message(
+    tmp_path: Path, zk_connect: str, auth: dict | None
+) -> None:
+    _protected(zk_connect, "/locked")
+    config = channel_config(f"{zk_connect}/locked", {"bootstrap.servers": "127.0.0.1:1"}, ["t"])
+    if auth:
+        config["zookeeper"]["auth"] = auth
+    path = _write(tmp_path, config)
+    chroot = zk_connect.partition("/")[2] + "/locked"
+    for command in (["run", str(path), "--no-watch"], ["pause", "--config", str(path)], ["status", "--config", str(path)]):
+        done = _jetkafka(*command)
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr
+        last = done.stderr.strip().splitlines()[-1]
+        assert f"ZooKeeper denied access to chroot /{chroot}" in last and "zookeeper.auth.credential" in last
+        assert ("zookeeper.auth is not set" in last) == (auth is None)
+
+
+def test_protected_group_nodes_in_an_open_chroot_are_one_message(tmp_path: Path, zk_connect: str) -> None:
+    _protected(zk_connect, "/consumers/g")
+    path = _write(tmp_path, channel_config(zk_connect, {"bootstrap.servers": "127.0.0.1:1"}, ["t"]))
+    done = _jetkafka("pause", "--config", str(path))
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "ZooKeeper denied access to chroot" in done.stderr and "zookeeper.auth is not set" in done.stderr

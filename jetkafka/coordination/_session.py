@@ -17,6 +17,7 @@ import logging
 from collections.abc import Iterator
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 from kazoo.security import make_digest_acl
@@ -74,7 +75,28 @@ def start_client(client: KazooClient, config: ZooKeeperConfig) -> None:
             plain.stop()
             plain.close()
     _start(client, config)
+    try:
+        # A chroot protected by another identity's ACL: say so now, not in a traceback later.
+        client.get_children("/")
+    except NoAuthError:
+        client.stop()
+        client.close()
+        raise access_denied(config) from None
     log.info("connected to ZooKeeper %s (session 0x%x)", config.connect, client.client_id[0])
+
+
+def access_denied(config: ZooKeeperConfig) -> ConnectError:
+    """The error for ZooKeeper's NoAuth under ``config.connect``: names the chroot and the setting."""
+    hosts, _, chroot = config.connect.partition("/")
+    where = f"chroot /{chroot} on {hosts}" if chroot else f"the group's nodes on {hosts}"
+    if config.auth is None:
+        given = "zookeeper.auth is not set"
+    else:
+        given = f"zookeeper.auth.credential (user {_digest_identity(config.auth.credential)[0]!r}) is not the one"
+    return ConnectError(
+        f"ZooKeeper denied access to {where} (NoAuth): its nodes are protected by a digest ACL and {given}; "
+        "set zookeeper.auth.credential to the user:password that created them"
+    )
 
 
 @contextlib.contextmanager
