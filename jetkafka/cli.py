@@ -33,18 +33,6 @@ from jetkafka.ops._command_line import add_config_argument, resolve_config_file
 log = logging.getLogger("jetkafka.cli")
 
 
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)-7s %(name)s [%(threadName)s] %(message)s",
-        stream=sys.stderr,
-    )
-    # librdkafka's own chatter goes through this logger; keep it to warnings unless debugging.
-    if level.upper() != "DEBUG":
-        logging.getLogger("jetkafka.librdkafka").setLevel(logging.WARNING)
-        logging.getLogger("jetkafka.zookeeper").setLevel(logging.WARNING)
-
-
 class _StoppedWhileStarting(BaseException):
     """Raised by ``run``'s signal handler while the channel connects; carries the signal's name.
 
@@ -55,9 +43,11 @@ class _StoppedWhileStarting(BaseException):
 def _cmd_run(args: argparse.Namespace) -> int:
     from jetkafka._assembly import build_channel
     from jetkafka.config import load_config
+    from jetkafka.ops._log_format import configure_logging
+    from jetkafka.ops._progress import ProgressLog
 
     config = load_config(args.config)
-    _setup_logging(args.log_level or config.logging.level)
+    configure_logging(args.log_level or config.logging.level, config.logging.format)
     channel = build_channel(config, pythonpath=args.pythonpath)
     stop = threading.Event()
     interrupts = 0
@@ -90,8 +80,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return 0 if not channel.running or channel.shutdown() else 1
     if not args.no_watch:
         channel.watch(args.config)
+    progress = ProgressLog(channel, config.logging.progress_interval_s) if config.logging.progress_interval_s else None
+    if progress is not None:
+        progress.start()
     while not stop.wait(0.5):
         pass
+    if progress is not None:
+        progress.stop()
     clean = channel.shutdown()
     return 0 if clean else 1
 

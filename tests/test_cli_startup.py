@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -13,8 +14,9 @@ import yaml
 from kazoo.client import KazooClient
 from kazoo.security import make_digest_acl
 
-from tests.support.channels import channel_config, wait_until
+from tests.support.channels import channel_config, values, wait_until
 from tests.support.processes import REPO
+from tests.support.recording import read_deliveries
 
 
 def _write(tmp_path: Path, config: dict) -> Path:
@@ -135,3 +137,47 @@ def test_protected_group_nodes_in_an_open_chroot_are_one_message(tmp_path: Path,
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     assert "ZooKeeper denied access to chroot" in done.stderr and "zookeeper.auth is not set" in done.stderr
+
+
+# -- a run as its log shows it ---------------------------------------------------------------------------------
+
+
+def test_a_json_run_logs_progress_and_a_summary_and_no_error_on_sigterm(
+    tmp_path: Path, zk_connect: str, kafka_config, topic_factory, produce
+) -> None:
+    topic = topic_factory(partitions=2)
+    produce(topic, values(20, 2))
+    out = tmp_path / "o"
+    config = channel_config(zk_connect, kafka_config, [topic])
+    config["processor"] = {
+        "class": "tests.support.recording:FileRecorder",
+        "options": {"path": str(out), "log_batches": True},
+    }
+    config["logging"] = {"format": "json", "progress_interval_s": 1}
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(config))
+    log = tmp_path / "stderr.txt"
+    with log.open("w") as stderr_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "jetkafka", "run", str(path), "--pythonpath", str(REPO)],  # watching the file
+            cwd=str(REPO),
+            stderr=stderr_file,
+            text=True,
+        )
+    try:
+        wait_until(lambda: out.exists() and len(read_deliveries(str(out))) == 20, what="20 deliveries")
+        wait_until(lambda: "lag 0 events" in log.read_text(), what="a progress line after the deliveries")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    entries = [json.loads(line) for line in log.read_text().splitlines()]  # every line is one object
+    assert not [e for e in entries if e["level"] in ("ERROR", "CRITICAL")], entries
+    recorded = [e for e in entries if e["message"].startswith("recorded ")]
+    assert recorded and all(e["topic"] == topic and e["partition"] in (0, 1) for e in recorded)
+    assert sorted(e["offset"] for e in recorded if e["partition"] == 0)[0] == 0
+    progress = [e["message"] for e in entries if e["logger"] == "jetkafka.progress"]
+    assert any("2 partitions held; lag 0 events" in m for m in progress), progress
+    (stopped,) = [e["message"] for e in entries if " stopped: " in e["message"]]
+    assert "20 events in" in stopped and "{" not in stopped

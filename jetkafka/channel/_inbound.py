@@ -268,7 +268,7 @@ class InboundChannel:
             self.processor.on_stop()
         except Exception:
             log.exception("%s.on_stop raised", type(self.processor).__name__)
-        log.info("channel %s stopped: %s", self.config.channel.group, self.stats.summary())
+        log.info("channel %s stopped: %s", self.config.channel.group, self.stats.summary_line())
         return not stuck
 
     def _dead_letter_sink(self) -> DeadLetterSink | None:

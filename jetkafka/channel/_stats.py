@@ -209,6 +209,15 @@ class ChannelStats:
             keys |= set(self.recovered_events) | set(self.recovery_left) | {k for k, _ in self.recovery_lost_events}
         return {key: self.partition(key) for key in keys}
 
+    def summary_line(self) -> str:
+        """The channel-wide totals as a sentence, for the log of a stopped channel."""
+        s = self.summary()
+        return (
+            f"{s['events']:,} events in {s['batches']:,} batches, {s['commits']:,} commits "
+            f"({s['commits_refused']:,} refused), {s['errors']:,} processor errors, "
+            f"{s['rebalances']:,} rebalances, {s['batch_seconds']:,.1f} s in the processor"
+        )
+
     def summary(self) -> dict[str, int | float]:
         with self._lock:
             return {

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from jetkafka._log_context import done_working, working_on
 from jetkafka.channel._committer import PartitionCommitter
 from jetkafka.channel._failures import FailurePolicy
 from jetkafka.channel._partition import PartitionState
@@ -57,16 +58,19 @@ def work_partitions(queue: PartitionQueue, runner: BatchRunner, stop: threading.
                 return
             continue
         try:
+            working_on(state.key, state.position)
             runner.run_turn(state)
             for _ in range(KEPT_TURNS):
                 if stop.is_set() or not queue.keep(state):
                     break
+                working_on(state.key, state.position)
                 runner.run_turn(state)
         except Exception:
             # Kafka or ZooKeeper calls inside a turn can fail; the partition is retried.
             log.exception("%s[%d]: turn failed at offset %d; retrying in 1 s", *state.key, state.position)
             state.not_before = time.monotonic() + 1.0
         finally:
+            done_working()
             queue.give_back(state)
 
 
@@ -140,6 +144,7 @@ class BatchRunner:
             if not batch:
                 return
         head, last = offset_of(batch[0]), offset_of(batch[-1])
+        working_on(state.key, head)  # the batch's first offset, for the processor's log records
         source = self.responses.source(state, head, last + 1)
         started = time.perf_counter()
         end = deliver_batch(self.processor, source, EventBatch(batch))

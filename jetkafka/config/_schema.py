@@ -330,6 +330,22 @@ class LoggingConfig:
     level: str = field(
         default="INFO", metadata=spec("log level (case-insensitive)", choices=LOG_LEVELS, normalize=str.upper)
     )
+    format: str = field(
+        default="text",
+        metadata=spec(
+            "log output of jetkafka run: text lines, or json (one object per line, with topic, partition, "
+            "offset and trace_id as fields)",
+            choices=("text", "json"),
+        ),
+    )
+    progress_interval_s: float = field(
+        default=60.0,
+        metadata=spec(
+            "seconds between the progress lines of jetkafka run (events/s, lag, partitions held); 0: none",
+            min=0,
+            max=86400,
+        ),
+    )
 
 
 @dataclass(frozen=True)

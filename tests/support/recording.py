@@ -7,14 +7,18 @@ process delivered, committed or not.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 
 from jetkafka import BatchEventProcessor, BatchResponse, EventBatch, PartitionSource
 
+log = logging.getLogger(__name__)
+
 
 class FileRecorder(BatchEventProcessor):
-    def __init__(self, path: str, delay_ms: int = 0) -> None:
+    def __init__(self, path: str, delay_ms: int = 0, log_batches: bool = False) -> None:
+        self._log_batches = log_batches
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._pid = os.getpid()
         self._delay = delay_ms / 1000
@@ -24,6 +28,8 @@ class FileRecorder(BatchEventProcessor):
             f"{self._pid} {e.topic} {e.partition} {e.offset} {(e.value or b'').decode()}\n" for e in events
         )
         os.write(self._fd, lines.encode())
+        if self._log_batches:
+            log.info("recorded %d events", len(events))
         if self._delay:
             time.sleep(self._delay)
         return BatchResponse.advance()
