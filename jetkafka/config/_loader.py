@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -178,4 +179,20 @@ def _yaml_error(exc: yaml.MarkedYAMLError, text: str, source: str) -> ConfigErro
         if not is_secret(shown):
             message += f"\n    {shown}\n    {' ' * mark.column}^"
     fix = next((hint for fragment, hint in _YAML_FIXES if fragment in problem), _GENERIC_YAML_FIX)
+    if 0 <= mark.line < len(lines) and mark.column >= 1 and lines[mark.line][mark.column - 1 : mark.column + 1] == "${":
+        fix = _flow_reference_fix(lines[mark.line], mark.column - 1)
     return ConfigError(source, "", message, fix)
+
+
+def _flow_reference_fix(line: str, start: int) -> str:
+    """The fix for an unquoted ``${NAME}`` inside ``[ ]`` or ``{ }`` (``topics: [${TOPIC}]``),
+    whose braces YAML takes for its own syntax: quote the reference, or write a block list."""
+    end = line.find("}", start)
+    reference = line[start : end + 1] if end > start else "${NAME}"
+    key = re.search(r"([\w.-]+):\s*[\[{][^\[{]*$", line[:start])
+    if key is None:
+        return f'quote the reference: ["{reference}"], or write the list as indented lines ("- {reference}")'
+    return (
+        f'quote the reference: {key.group(1)}: ["{reference}"], or write the list as indented '
+        f'lines under {key.group(1)}: ("- {reference}")'
+    )

@@ -360,10 +360,16 @@ def _example(f: dataclasses.Field[Any], hint: Any) -> str:
 
 
 def _section_example(cls: type, path: str) -> str:
-    """A few indented lines showing the section's required keys."""
+    """A few indented lines showing the section's required keys (its first key when none is)."""
     hints = _hints(cls)
     lines = [f"  {path.rsplit('.', 1)[-1]}:" if path else ""]
-    for key, f in _yaml_fields(cls).items():
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            lines.append(f"    {key}: {_example(f, hints[f.name])}")
+    fields = _yaml_fields(cls)
+    required = [
+        (key, f)
+        for key, f in fields.items()
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+    # A section of optional keys only: show one of them, so the example is never an empty section.
+    for key, f in required or list(fields.items())[:1]:
+        lines.append(f"    {key}: {_example(f, hints[f.name])}")
     return "\n".join(line for line in lines if line)
