@@ -75,6 +75,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         channel.start()
         starting = False
     except _StoppedWhileStarting as stopped:
+        starting = False  # a further signal takes the ordinary path (graceful, or exit at once)
         log.info("%s received while starting: stopping", stopped)
         # The signal may have come just after start() returned: then leave the group as usual.
         return 0 if not channel.running or channel.shutdown() else 1
