@@ -38,6 +38,22 @@ def test_defaults_point_at_a_local_stack_and_name_no_processor() -> None:
     assert config.processor is None  # the application passes its own
 
 
+def test_an_invalid_file_is_one_line_and_exit_status_2(tmp_path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG.read_text().replace("threads: 2", "threads: two"))
+    done = subprocess.run(
+        [sys.executable, "examples/embedded_app.py", str(config)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,  # the exit status is what is checked
+    )
+    assert done.returncode == 2, done.stderr
+    assert "channel.threads" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 @contextmanager
 def embedded_app(
     cluster: Any, zk_connect: str, topic: str, tmp_path: Path, *extra: str, shutdown_timeout_s: int = 15
