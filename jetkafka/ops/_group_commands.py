@@ -19,7 +19,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from jetkafka.errors import JetkafkaError
-from jetkafka.ops._command_line import add_config_options, add_topic_option, load_command_config, print_json
+from jetkafka.ops._command_line import (
+    add_config_argument,
+    add_config_options,
+    add_topic_option,
+    load_command_config,
+    print_json,
+)
 
 __all__ = ["register", "register_offsets", "cmd_groups", "cmd_offsets_delete", "cmd_offsets_export", "cmd_offsets_import"]
 
@@ -64,7 +70,11 @@ def register_offsets(commands: argparse._SubParsersAction[argparse.ArgumentParse
         help="write a group's committed offsets as JSON",
         description="Write the group's committed offsets as JSON (format in docs/operations.md) to --output or stdout.",
     )
-    add_config_options(export)
+    # Not add_config_options: its --json would promise a choice export does not have (it always writes JSON).
+    add_config_argument(export)
+    export.add_argument(
+        "--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="log level (default WARNING)"
+    )
     _group_option(export)
     add_topic_option(export, "only this topic's offsets")
     export.add_argument("--output", "-o", metavar="FILE", help="write to FILE (default: stdout)")

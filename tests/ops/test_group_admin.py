@@ -46,6 +46,7 @@ def test_groups_lists_each_group_with_members_and_lag(
         channel.pause()
         produce(topic, values(4, 2, start=10))  # lag 2 per partition for g
         set_offsets(zk, "idle", topic, {0: 1, 1: 4})
+        set_offsets(zk, "orphan", "no-such-topic", {0: 3})
         config = write_config(tmp_path, channel_config(zk_connect, kafka_config, [topic], group="not-listed-by-name"))
         marks = broker_watermarks(kafka_config, topic, 2)
         assert {p: m[1] for p, m in marks.items()} == {0: 7, 1: 7}
@@ -53,7 +54,7 @@ def test_groups_lists_each_group_with_members_and_lag(
         run = jetkafka("groups", "--config", config, "--json")
         assert run.returncode == 0, run.stderr
         groups = {g["group"]: g for g in json.loads(run.stdout)["groups"]}
-        assert sorted(groups) == ["g", "idle"]
+        assert sorted(groups) == ["g", "idle", "orphan"]
         assert [m["id"] for m in groups["g"]["members"]] == [channel.consumer_id]
         assert groups["g"]["topics"] == [topic]
         assert groups["g"]["partitions"] == 2
@@ -61,6 +62,8 @@ def test_groups_lists_each_group_with_members_and_lag(
         assert groups["idle"]["members"] == []
         assert groups["idle"]["lag"] == (7 - 1) + (7 - 4)
         assert groups["idle"]["missing_topics"] == []
+        assert groups["orphan"]["topics"] == groups["orphan"]["missing_topics"] == ["no-such-topic"]
+        assert (groups["orphan"]["partitions"], groups["orphan"]["lag"]) == (1, 0)
 
         table = jetkafka("groups", "--config", config)
         assert table.returncode == 0, table.stderr
@@ -68,9 +71,11 @@ def test_groups_lists_each_group_with_members_and_lag(
         assert lines[0].split() == ["GROUP", "MEMBERS", "TOPICS", "PARTITIONS", "LAG", "MEMBER", "IDS"]
         assert lines[1].split() == ["g", "1", topic, "2", "4", channel.consumer_id]
         assert lines[2].split() == ["idle", "0", topic, "2", "9", "-"]
+        assert lines[3].split() == ["orphan", "0", "no-such-topic", "1", "0", "-"]
+        assert "note: group orphan: topic(s) no-such-topic not on the brokers; their lag is not counted" in lines
 
         no_lag = jetkafka("groups", "--config", config, "--json", "--no-lag")
-        assert [g["lag"] for g in json.loads(no_lag.stdout)["groups"]] == [None, None]
+        assert [g["lag"] for g in json.loads(no_lag.stdout)["groups"]] == [None, None, None]
     finally:
         channel.resume()
         channel.shutdown()
