@@ -16,6 +16,10 @@
 - :mod:`jetkafka.ops._responder`: the instance side of ResetOffset, run by every channel (as
   a channel add-on).
 - :mod:`jetkafka.ops._commands`: the ``status`` and ``offsets`` subcommands of ``jetkafka``.
+- :mod:`jetkafka.ops._group_admin`: every group of a chroot (``jetkafka groups``), and deleting,
+  exporting and importing a group's offsets only while it has no members;
+  :mod:`jetkafka.ops._offsets_file` is the JSON file of export and import;
+  :mod:`jetkafka.ops._group_commands` the ``groups`` and ``offsets delete|export|import`` commands.
 
 Names are imported lazily, so a channel that never serves metrics never imports
 prometheus-client.

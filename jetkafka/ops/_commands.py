@@ -1,5 +1,8 @@
 """The ``jetkafka status``, ``jetkafka offsets show|reset|history`` and ``jetkafka ui`` commands.
 
+``jetkafka groups`` and ``offsets delete|export|import`` live in :mod:`jetkafka.ops._group_commands`;
+:func:`register` adds them too.
+
 :func:`register` adds them to the main parser's subparsers; every leaf parser sets ``func``
 (namespace in, exit code out). Errors a user can cause are raised as
 :class:`~jetkafka.errors.JetkafkaError` for the main program to print.
@@ -46,8 +49,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_topic_option(status)
     status.set_defaults(func=cmd_status)
 
-    offsets = subparsers.add_parser("offsets", help="show, reset or undo a group's committed offsets")
-    commands = offsets.add_subparsers(dest="offsets_command", metavar="{show,reset,history}", required=True)
+    offsets = subparsers.add_parser("offsets", help="show, reset, undo, delete, export or import a group's committed offsets")
+    commands = offsets.add_subparsers(
+        dest="offsets_command", metavar="{show,reset,history,delete,export,import}", required=True
+    )
 
     show = commands.add_parser("show", help="committed offset, watermarks and lag per partition")
     add_config_options(show)
@@ -107,8 +112,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_topic_option(history, "only resets of this topic")
     history.set_defaults(func=cmd_offsets_history)
 
-    from jetkafka.ops import _ui
+    from jetkafka.ops import _group_commands, _ui
 
+    _group_commands.register_offsets(commands)
+    _group_commands.register(subparsers)
     _ui.register(subparsers)
 
 
