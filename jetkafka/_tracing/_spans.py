@@ -47,8 +47,9 @@ _own_provider = False
 
 def use_provider(provider: TracerProvider | None) -> None:
     """Send jetkafka's spans to ``provider`` instead of the global one (None: the global one
-    again). For an application that keeps jetkafka's spans apart, and for tests; call it before
-    the channel starts."""
+    again). For tests, which cannot set the process's global provider more than once; an
+    application sets the global provider (or ``tracing.enabled``). Call it before the channel
+    starts: spans begun before keep their provider."""
     global _tracer, _own_provider  # noqa: PLW0603 - the one tracer every span of this process is made with
     _tracer = trace.get_tracer(TRACER_NAME) if provider is None else provider.get_tracer(TRACER_NAME)
     _own_provider = provider is not None

@@ -1,35 +1,5 @@
-"""Spans recorded in memory: the SDK's InMemorySpanExporter behind jetkafka's tracer.
+"""The ``spans`` fixture (tests/support/spans.py) for every test of this directory."""
 
-The provider is given to jetkafka with ``use_provider`` rather than installed as the process's
-global one (which can be set only once, and would change what the other tests' dispatchers
-send); each test starts with no spans and ends with jetkafka back on the global provider. The
-test modules skip themselves when the tracing extra is not installed.
-"""
+from tests.support.spans import SKIP_REASON, spans
 
-from __future__ import annotations
-
-from collections.abc import Iterator
-from typing import Any
-
-import pytest
-
-from jetkafka._tracing._spans import use_provider
-
-SKIP_REASON = "the tracing extra is not installed: pip install -e '.[tracing]' (or '.[dev]')"
-
-
-@pytest.fixture
-def spans() -> Iterator[Any]:
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    use_provider(provider)
-    try:
-        yield exporter
-    finally:
-        use_provider(None)
-        provider.shutdown()
+__all__ = ["SKIP_REASON", "spans"]
