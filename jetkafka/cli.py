@@ -30,10 +30,12 @@ from jetkafka.ops._command_line import add_config_argument, resolve_config_file
 log = logging.getLogger("jetkafka.cli")
 
 
-def _setup_logging(level: str) -> None:
+def _setup_logging(level: str, traced: bool = False) -> None:
+    from jetkafka._tracing._logs import log_format
+
     logging.basicConfig(
         level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)-7s %(name)s [%(threadName)s] %(message)s",
+        format=log_format(traced),  # with the batch's trace and span ids when tracing is on
         stream=sys.stderr,
     )
     # librdkafka's own chatter goes through this logger; keep it to warnings unless debugging.
@@ -47,7 +49,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from jetkafka.config import load_config
 
     config = load_config(args.config)
-    _setup_logging(args.log_level or config.logging.level)
+    _setup_logging(args.log_level or config.logging.level, traced=config.tracing.enabled)
     channel = build_channel(config, pythonpath=args.pythonpath)
     stop = threading.Event()
     interrupts = 0

@@ -142,7 +142,7 @@ class BatchRunner:
         head, last = offset_of(batch[0]), offset_of(batch[-1])
         source = self.responses.source(state, head, last + 1)
         started = time.perf_counter()
-        end = deliver_batch(self.processor, source, EventBatch(batch))
+        end = deliver_batch(self.processor, source, EventBatch(batch), group=self.config.group)
         if end.lost is not None:
             state.lost_reason = end.lost.reason
             return

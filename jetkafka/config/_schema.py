@@ -20,6 +20,7 @@ from jetkafka.config._checks import (
     check_class_path,
     check_connect,
     check_group,
+    check_http_endpoint,
     check_listen_host,
     check_memory_size,
     check_spark_remote,
@@ -350,6 +351,35 @@ class MetricsConfig:
 
 
 @dataclass(frozen=True)
+class TracingConfig:
+    """OpenTelemetry tracing. The standard ``OTEL_*`` variables win over these keys, as the
+    OpenTelemetry SDK specifies (see jetkafka._tracing._setup)."""
+
+    enabled: bool = field(
+        default=False,
+        metadata=spec("export spans of batches, commits and rebalances over OTLP/HTTP (needs jetkafka[tracing])"),
+    )
+    sampler_ratio: float = field(
+        default=1.0,
+        metadata=spec(
+            "share of new traces recorded (a batch whose producer's trace was sampled follows that decision)",
+            min=0.0,
+            max=1.0,
+        ),
+    )
+    service_name: str = field(
+        default="jetkafka", metadata=spec("service.name of the spans' resource", nonempty=True)
+    )
+    endpoint: str = field(
+        default="http://localhost:4318",
+        metadata=spec(
+            "base URL of the OTLP/HTTP receiver; spans are posted to <endpoint>/v1/traces",
+            check=check_http_endpoint,
+        ),
+    )
+
+
+@dataclass(frozen=True)
 class RecoveryConfig:
     max_partition_lag: int | None = field(
         default=None,
@@ -477,6 +507,9 @@ class JetkafkaConfig:
     spark: SparkConfig = field(default_factory=SparkConfig, metadata=spec("Spark session of Spark processors"))
     recovery: RecoveryConfig = field(
         default_factory=RecoveryConfig, metadata=spec("background recovery of backlogs after long outages")
+    )
+    tracing: TracingConfig = field(
+        default_factory=TracingConfig, metadata=spec("OpenTelemetry spans of batches, commits and rebalances")
     )
     source: str = field(default="<dict>", metadata=spec("file the configuration came from", yaml=False))
 
