@@ -34,11 +34,12 @@ from jetkafka.config._describe import (
 )
 from jetkafka.config._fields import FrozenMap, Invalid, is_secret, join_path
 from jetkafka.config._interpolate import Interpolated
-from jetkafka.errors import ConfigError
+from jetkafka.errors import ConfigError, JetkafkaError
 
 
-class SectionInvalid(Exception):
-    """Raised by a collecting :class:`Walker` out of a section whose errors it has collected."""
+class SectionInvalid(JetkafkaError):
+    """Raised by a collecting :class:`Walker` out of a section whose errors it has collected
+    (never out of :func:`~jetkafka.config.check_config`, which returns those errors)."""
 
 
 class Walker:
