@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jetkafka.config import load_config
-from jetkafka.config._schema import check_config
+from jetkafka.config import check_config, load_config
 from jetkafka.errors import ConfigError
 
 VALID = """\
