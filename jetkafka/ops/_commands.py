@@ -134,15 +134,18 @@ def duration_ms(text: str) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from jetkafka.ops._other_chroots import describe_elsewhere, group_elsewhere
     from jetkafka.ops._status import group_status, render_status
 
     if args.watch is not None:
         return _watch_status(args)
-    status = group_status(load_command_config(args), args.topic)
+    config = load_command_config(args)
+    status = group_status(config, args.topic)
+    elsewhere = group_elsewhere(config.zookeeper, config.channel.group)
     if args.json:
-        print_json(status.to_dict())
+        print_json({**status.to_dict(), "elsewhere": [{"chroot": g.chroot, "live_instances": g.live_instances} for g in elsewhere]})
     else:
-        print(render_status(status))
+        print("\n".join([render_status(status), *describe_elsewhere(config.channel.group, elsewhere)]))
     return 0
 
 
