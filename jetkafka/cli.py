@@ -89,7 +89,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         if len(report.errors) > 1:
             print(f"{report.source}: {len(report.errors)} errors", file=sys.stderr)
         return 2
-    assert report.config is not None
+    assert report.config is not None  # a report without errors holds the configuration
     ch = report.config.channel
     print(f"{report.source}: valid (group {ch.group}, topics {', '.join(ch.topics)}, coordinator {ch.coordinator})")
     return 0
@@ -231,9 +231,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         import argcomplete
 
         argcomplete.autocomplete(parser)
+    args = parser.parse_args(argv)  # argparse drops a failed write of its own (--help) itself
     try:
-        # Inside the try: --help into a closed pipe ends as quietly as any other output.
-        args = parser.parse_args(argv)
         resolve_config_file(args)
         return int(args.func(args))
     except JetkafkaError as exc:
