@@ -1,7 +1,8 @@
 """Generic validation: YAML data in, frozen dataclasses out, one precise error otherwise.
 
-A :class:`Walker` made with ``errors=[]`` collects instead: each key of each section that is
-wrong adds its error to that list and the walk goes on with the next key, so ``jetkafka
+A :class:`Walker` made with ``errors=[]`` collects instead: each key of each section, entry of
+a mapping (``kafka:``) or item of a list that is wrong adds its error to that list and the walk
+goes on with the next one, so ``jetkafka
 validate`` can report every error of a file at once. A section with an error is not built (its
 own cross-key checks need every key valid), and so neither is any section around it.
 
@@ -307,9 +308,19 @@ class Walker:
                 "must not be an empty list",
                 f"list at least one item, e.g. {key}: {example_for(meta, tuple)}",
             )
-        items = tuple(
-            self.convert(item, args[0], join_path(path, i), meta, key) for i, item in enumerate(value)
-        )
+        converted: list[Any] = []
+        failed = False
+        for i, item in enumerate(value):
+            try:
+                converted.append(self.convert(item, args[0], join_path(path, i), meta, key))
+            except ConfigError as exc:
+                self._collect(exc)
+                failed = True
+            except SectionInvalid:
+                failed = True
+        if failed:
+            raise SectionInvalid(path)
+        items = tuple(converted)
         if meta.get("unique"):
             seen: set[Any] = set()
             for i, item in enumerate(items):
@@ -335,13 +346,22 @@ class Walker:
                 path, "must not be empty", f"add at least one entry, e.g. {key}: {example_for(meta, dict)}"
             )
         out: dict[str, Any] = {}
+        failed = False
         for k, v in value.items():
             sub = join_path(path, str(k))
-            if key_type is str and not isinstance(k, str):
-                raise self.error(
-                    sub, f"keys must be strings, got {k!r} ({yaml_type(k)})", f'quote the key: "{k}":'
-                )
-            out[k] = self.convert(v, value_type, sub, meta, str(k))
+            try:
+                if key_type is str and not isinstance(k, str):
+                    raise self.error(
+                        sub, f"keys must be strings, got {k!r} ({yaml_type(k)})", f'quote the key: "{k}":'
+                    )
+                out[k] = self.convert(v, value_type, sub, meta, str(k))
+            except ConfigError as exc:
+                self._collect(exc)
+                failed = True
+            except SectionInvalid:
+                failed = True
+        if failed:
+            raise SectionInvalid(path)
         return FrozenMap(out)
 
 

@@ -100,3 +100,10 @@ def test_a_file_that_cannot_be_read_as_data_is_one_error(tmp_path: Path, text: s
 def test_a_missing_file_is_one_error(tmp_path: Path) -> None:
     config, errors = check_config(tmp_path / "absent.yaml")
     assert config is None and [e.problem for e in errors] == ["file not found"]
+
+
+def test_every_wrong_entry_of_a_mapping_and_item_of_a_list_is_reported(tmp_path: Path) -> None:
+    text = VALID.replace("  bootstrap.servers: 127.0.0.1:9092\n", "  bootstrap.servers: 127.0.0.1:9092\n  a.b: [1]\n  c.d: {e: 1}\n")
+    text = text.replace("  topics: [orders]\n", "  topics: [orders, 'bad topic', 'bad/too']\n")
+    _, errors = check_config(write(tmp_path, text))
+    assert [e.key_path for e in errors] == ["kafka.a.b", "kafka.c.d", "channel.topics[1]", "channel.topics[2]"]
