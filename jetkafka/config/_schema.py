@@ -27,7 +27,8 @@ from jetkafka.config._checks import (
     check_topic,
 )
 from jetkafka.config._fields import FrozenMap, Invalid, freeze, spec
-from jetkafka.config._loader import load_as, parse_as
+from jetkafka.config._loader import check_as, load_as, parse_as
+from jetkafka.errors import ConfigError
 
 COORDINATORS = ("dynamic", "fixed-count", "static")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -560,6 +561,14 @@ class JetkafkaConfig:
 def load_config(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> JetkafkaConfig:
     """Read, interpolate and validate the YAML file at ``path``: :meth:`JetkafkaConfig.from_yaml`."""
     return JetkafkaConfig.from_yaml(path, env)
+
+
+def check_config(
+    path: str | os.PathLike[str], env: Mapping[str, str] | None = None
+) -> tuple[JetkafkaConfig | None, list[ConfigError]]:
+    """The configuration at ``path`` and no errors, or None and every error of the file
+    (``jetkafka validate``; :func:`~jetkafka.config._loader.check_as`)."""
+    return check_as(JetkafkaConfig, path, env)
 
 
 def parse_config(

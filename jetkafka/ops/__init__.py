@@ -9,7 +9,9 @@
 - :mod:`jetkafka.ops._status_view`: the data of the status page (``/`` and ``/status.json``).
 - :mod:`jetkafka.ops._ui`: ``jetkafka ui``, the status page of a whole group without a channel.
 - :mod:`jetkafka.ops._status`: the group as ZooKeeper and the brokers see it (``group_status``,
-  ``show_offsets``); needs no running channel.
+  ``show_offsets``); needs no running channel. :mod:`jetkafka.ops._status_watch` redraws it
+  for ``jetkafka status --watch``; :mod:`jetkafka.ops._other_chroots` finds the group's name
+  under other chroots of the ensemble.
 - :mod:`jetkafka.ops._reset`: ``reset_offsets`` and ``undo_reset``, the command side of
   ResetOffset; :mod:`jetkafka.ops._plan` computes a reset's targets and its ``--dry-run``
   plan (``plan_reset``); :mod:`jetkafka.ops._history` keeps the offsets history.
