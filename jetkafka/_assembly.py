@@ -8,7 +8,11 @@ that puts them together. The standard add-ons of a channel, in start order:
 2. recovery (:class:`~jetkafka.recovery._service.RecoveryAddOn`), active at each start when
    ``recovery.max_partition_lag`` is set;
 3. the metrics endpoint (:class:`~jetkafka.ops._metrics_add_on.MetricsAddOn`), active at each
-   start when ``metrics.port`` is set.
+   start when ``metrics.port`` is set;
+4. tracing (:class:`~jetkafka._tracing._add_on.TracingAddOn`), active at each start when
+   ``tracing.enabled`` is set. Last is early enough: every add-on starts before the channel
+   joins its group, so the tracer provider is in place before the first partition is taken, and
+   the spans the others make go to it (jetkafka's tracer finds the provider at each span).
 
 Each decides at each start from the configuration the channel runs on then, so a hot deploy
 that turns recovery or metrics on or off takes effect at its resubscribe.
@@ -26,6 +30,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from jetkafka._tracing._add_on import TracingAddOn
 from jetkafka.channel._add_ons import ChannelAddOn, provide_standard_add_ons
 from jetkafka.channel._inbound import InboundChannel
 from jetkafka.config import JetkafkaConfig, load_config, parse_config
@@ -41,7 +46,7 @@ def standard_add_ons(recovery_processor: BatchEventProcessor | None = None) -> l
     ``recovery_processor`` is the processor recovery batches go to when ``recovery.processor``
     names none (see :func:`jetkafka.recovery._service.choose_processor`).
     """
-    return [ResponderAddOn(), RecoveryAddOn(recovery_processor), MetricsAddOn()]
+    return [ResponderAddOn(), RecoveryAddOn(recovery_processor), MetricsAddOn(), TracingAddOn()]
 
 
 def build_channel(

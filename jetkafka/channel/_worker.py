@@ -147,7 +147,7 @@ class BatchRunner:
         working_on(state.key, head)  # the batch's first offset, for the processor's log records
         source = self.responses.source(state, head, last + 1)
         started = time.perf_counter()
-        end = deliver_batch(self.processor, source, EventBatch(batch))
+        end = deliver_batch(self.processor, source, EventBatch(batch), group=self.config.group)
         if end.lost is not None:
             state.lost_reason = end.lost.reason
             return

@@ -1,7 +1,8 @@
 """Typed configuration of jetkafka, read from one YAML file.
 
 ``load_config(path)`` returns a frozen :class:`JetkafkaConfig` or raises one
-:class:`~jetkafka.errors.ConfigError` that names the file, the key and the fix.
+:class:`~jetkafka.errors.ConfigError` that names the file, the key and the fix;
+``check_config(path)`` returns every error of the file instead (``jetkafka validate``).
 The reference of every key is ``docs/configuration.md``.
 """
 
@@ -19,8 +20,10 @@ from jetkafka.config._schema import (
     ProcessorConfig,
     RecoveryConfig,
     SparkConfig,
+    TracingConfig,
     ZooKeeperAuth,
     ZooKeeperConfig,
+    check_config,
     load_config,
     parse_config,
 )
@@ -39,8 +42,10 @@ __all__ = [
     "ProcessorConfig",
     "RecoveryConfig",
     "SparkConfig",
+    "TracingConfig",
     "ZooKeeperAuth",
     "ZooKeeperConfig",
+    "check_config",
     "config_to_dict",
     "load_config",
     "parse_config",

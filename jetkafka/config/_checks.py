@@ -1,5 +1,5 @@
 """Checks of single configuration values: connect strings, topic and group names, class paths,
-listen addresses, Spark Connect URLs and JVM memory sizes.
+listen addresses, Spark Connect URLs, JVM memory sizes and HTTP endpoints.
 
 Each takes the value and returns None, or raises :class:`~jetkafka.config._fields.Invalid` with
 what is wrong and how to write it instead; the field it belongs to is filled in by the caller.
@@ -115,3 +115,13 @@ def check_spark_remote(value: str) -> None:
 def check_memory_size(value: str) -> None:
     if not _MEMORY.fullmatch(value):
         raise Invalid("", f"{value!r} is not a JVM memory size", "write a number with a unit, e.g. 4g or 512m")
+
+
+def check_http_endpoint(value: str) -> None:
+    scheme, sep, rest = value.partition("://")
+    if scheme not in ("http", "https") or not sep or not rest or rest.startswith("/") or any(c.isspace() for c in value):
+        raise Invalid(
+            "",
+            f"{value!r} is not an http:// or https:// URL",
+            "write the collector's base URL, e.g. http://otel-collector:4318",
+        )

@@ -22,7 +22,7 @@ import yaml
 from jetkafka.config._describe import yaml_type
 from jetkafka.config._fields import Invalid, is_secret, join_path
 from jetkafka.config._interpolate import interpolate
-from jetkafka.config._validate import Walker
+from jetkafka.config._validate import SectionInvalid, Walker
 from jetkafka.errors import ConfigError
 
 _START_HINT = "start from one of the commented examples in the config/ directory (config/orders.yaml)"
@@ -43,16 +43,38 @@ def load_as(
     return parse_as(root, data, source, env=env)
 
 
+def check_as(
+    root: type[Root], path: str | os.PathLike[str], env: Mapping[str, str] | None = None
+) -> tuple[Root | None, list[ConfigError]]:
+    """Like :func:`load_as`, but every error of the file instead of the first.
+
+    Returns the configuration and no errors, or None and each wrong key's error in file order
+    (one error when the file cannot be read or parsed as YAML, or a ``${VAR}`` is unset).
+    """
+    errors: list[ConfigError] = []
+    try:
+        source = os.fspath(path)
+        data = _parse_yaml(_read(source), source)
+        return parse_as(root, data, source, env=env, errors=errors), []
+    except SectionInvalid:
+        return None, errors
+    except ConfigError as exc:
+        return None, [exc]
+
+
 def parse_as(
     root: type[Root],
     data: Mapping[str, Any] | None,
     source: str = "<dict>",
     env: Mapping[str, str] | None = None,
+    errors: list[ConfigError] | None = None,
 ) -> Root:
     """Validate already-parsed data (what ``yaml.safe_load`` returns) into the dataclass ``root``.
 
     ``${VAR}`` references are interpolated here too, so a dict and the equivalent file give
     the same result. ``root`` must have a ``source`` field: it is set to ``source``.
+    With ``errors`` (a list), the walk collects into it and raises
+    :class:`~jetkafka.config._validate.SectionInvalid` at the end (see :class:`Walker`).
     """
     if data is None:
         raise ConfigError(source, "", "the configuration is empty (or holds only comments)", _START_HINT)
@@ -68,7 +90,7 @@ def parse_as(
         resolved = interpolate(data, os.environ if env is None else env)
     except Invalid as exc:
         raise ConfigError(source, exc.key, exc.problem, exc.fix) from None
-    config = Walker(source, root).build(root, resolved)
+    config = Walker(source, root, errors).build(root, resolved)
     return dataclasses.replace(config, source=source)  # type: ignore[no-any-return]
 
 

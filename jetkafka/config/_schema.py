@@ -20,13 +20,15 @@ from jetkafka.config._checks import (
     check_class_path,
     check_connect,
     check_group,
+    check_http_endpoint,
     check_listen_host,
     check_memory_size,
     check_spark_remote,
     check_topic,
 )
 from jetkafka.config._fields import FrozenMap, Invalid, freeze, spec
-from jetkafka.config._loader import load_as, parse_as
+from jetkafka.config._loader import check_as, load_as, parse_as
+from jetkafka.errors import ConfigError
 
 COORDINATORS = ("dynamic", "fixed-count", "static")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -374,6 +376,35 @@ class MetricsConfig:
 
 
 @dataclass(frozen=True)
+class TracingConfig:
+    """OpenTelemetry tracing. The standard ``OTEL_*`` variables win over these keys, as the
+    OpenTelemetry SDK specifies (see jetkafka._tracing._setup)."""
+
+    enabled: bool = field(
+        default=False,
+        metadata=spec("export spans of batches, commits and rebalances over OTLP/HTTP (needs jetkafka[tracing])"),
+    )
+    sampler_ratio: float = field(
+        default=1.0,
+        metadata=spec(
+            "share of new traces recorded (a batch whose producer's trace was sampled follows that decision)",
+            min=0.0,
+            max=1.0,
+        ),
+    )
+    service_name: str = field(
+        default="jetkafka", metadata=spec("service.name of the spans' resource", nonempty=True)
+    )
+    endpoint: str = field(
+        default="http://localhost:4318",
+        metadata=spec(
+            "base URL of the OTLP/HTTP receiver; spans are posted to <endpoint>/v1/traces",
+            check=check_http_endpoint,
+        ),
+    )
+
+
+@dataclass(frozen=True)
 class RecoveryConfig:
     max_partition_lag: int | None = field(
         default=None,
@@ -502,6 +533,9 @@ class JetkafkaConfig:
     recovery: RecoveryConfig = field(
         default_factory=RecoveryConfig, metadata=spec("background recovery of backlogs after long outages")
     )
+    tracing: TracingConfig = field(
+        default_factory=TracingConfig, metadata=spec("OpenTelemetry spans of batches, commits and rebalances")
+    )
     source: str = field(default="<dict>", metadata=spec("file the configuration came from", yaml=False))
 
     def __post_init__(self) -> None:
@@ -551,6 +585,14 @@ class JetkafkaConfig:
 def load_config(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> JetkafkaConfig:
     """Read, interpolate and validate the YAML file at ``path``: :meth:`JetkafkaConfig.from_yaml`."""
     return JetkafkaConfig.from_yaml(path, env)
+
+
+def check_config(
+    path: str | os.PathLike[str], env: Mapping[str, str] | None = None
+) -> tuple[JetkafkaConfig | None, list[ConfigError]]:
+    """The configuration at ``path`` and no errors, or None and every error of the file
+    (``jetkafka validate``; :func:`~jetkafka.config._loader.check_as`)."""
+    return check_as(JetkafkaConfig, path, env)
 
 
 def parse_config(

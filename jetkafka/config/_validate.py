@@ -1,5 +1,11 @@
 """Generic validation: YAML data in, frozen dataclasses out, one precise error otherwise.
 
+A :class:`Walker` made with ``errors=[]`` collects instead: each key of each section, entry of
+a mapping (``kafka:``) or item of a list that is wrong adds its error to that list and the walk
+goes on with the next one, so ``jetkafka
+validate`` can report every error of a file at once. A section with an error is not built (its
+own cross-key checks need every key valid), and so neither is any section around it.
+
 The walker reads each dataclass's fields, type hints and ``spec()`` metadata; it knows the
 types a schema may use (str, int, float, bool, ``X | None``, unions of scalars, ``tuple[X, ...]``,
 ``Mapping[str, X]``, nested dataclasses and ``Any``) and nothing about particular sections.
@@ -29,15 +35,31 @@ from jetkafka.config._describe import (
 )
 from jetkafka.config._fields import FrozenMap, Invalid, is_secret, join_path
 from jetkafka.config._interpolate import Interpolated
-from jetkafka.errors import ConfigError
+from jetkafka.errors import ConfigError, JetkafkaError
+
+
+class SectionInvalid(JetkafkaError):
+    """Raised by a collecting :class:`Walker` out of a section whose errors it has collected
+    (never out of :func:`~jetkafka.config.check_config`, which returns those errors)."""
 
 
 class Walker:
-    """Validates data against a root dataclass; every error names ``source``."""
+    """Validates data against a root dataclass; every error names ``source``.
 
-    def __init__(self, source: str, root: type) -> None:
+    Without ``errors`` the first error is raised; with a list, errors are appended to it and
+    :class:`SectionInvalid` is raised out of the root once the whole data has been walked.
+    """
+
+    def __init__(self, source: str, root: type, errors: list[ConfigError] | None = None) -> None:
         self.source = source
         self.root = root
+        self.errors = errors
+
+    def _collect(self, exc: ConfigError) -> None:
+        """Record ``exc`` when collecting; raise it otherwise."""
+        if self.errors is None:
+            raise exc
+        self.errors.append(exc)
 
     def error(self, path: str, problem: str, fix: str = "") -> ConfigError:
         return ConfigError(self.source, path, problem, fix)
@@ -54,46 +76,59 @@ class Walker:
                 f"write it as indented 'key: value' lines, e.g.\n{example}",
             )
         fields = _yaml_fields(cls)
+        failed = False
         for key in data:
-            if not isinstance(key, str):
-                raise self.error(
-                    join_path(path, str(key)),
-                    f"keys must be strings, got {key!r} ({yaml_type(key)})",
-                    f'quote the key: "{key}":',
-                )
-            if key not in fields:
-                raise self._unknown_key(cls, path, key, fields)
+            try:
+                self._check_key(cls, path, key, fields)
+            except ConfigError as exc:
+                self._collect(exc)
+                failed = True
         hints = _hints(cls)
         kwargs: dict[str, Any] = {}
         for key, f in fields.items():
-            sub = join_path(path, key)
-            required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-            if key not in data:
-                if required:
+            try:
+                if key in data:
+                    kwargs[f.name] = self._field(key, f, hints[f.name], data[key], path)
+                elif _is_required(f):
                     raise self._missing(cls, path, key, f)
-                continue
-            value = data[key]
-            hint = hints[f.name]
-            section = _dataclass_of(hint)
-            if value is None and required:
-                if section is not None:
-                    raise self.error(
-                        sub,
-                        "required section is empty",
-                        f"fill it in, e.g.\n{_section_example(section, sub)}",
-                    )
-                raise self.error(
-                    sub, "required key has no value", f"give it a value, e.g. {key}: {_example(f, hint)}"
-                )
-            if value is None and section is not None and not _is_optional(hint):
-                # A section whose keys are all commented out means "all defaults".
-                value = {}
-            meta = {**f.metadata, "default": f.default}
-            kwargs[f.name] = self.convert(value, hint, sub, meta, key)
+            except ConfigError as exc:
+                self._collect(exc)
+                failed = True
+            except SectionInvalid:
+                failed = True
+        if failed:
+            raise SectionInvalid(path)
         try:
             return cls(**kwargs)
         except Invalid as exc:
             raise self.error(join_path(path, exc.key) if exc.key else path, exc.problem, exc.fix) from None
+
+    def _check_key(self, cls: type, path: str, key: Any, fields: Mapping[str, Any]) -> None:
+        if not isinstance(key, str):
+            raise self.error(
+                join_path(path, str(key)),
+                f"keys must be strings, got {key!r} ({yaml_type(key)})",
+                f'quote the key: "{key}":',
+            )
+        if key not in fields:
+            raise self._unknown_key(cls, path, key, fields)
+
+    def _field(self, key: str, f: dataclasses.Field[Any], hint: Any, value: Any, path: str) -> Any:
+        sub = join_path(path, key)
+        section = _dataclass_of(hint)
+        if value is None and _is_required(f):
+            if section is not None:
+                raise self.error(
+                    sub,
+                    "required section is empty",
+                    f"fill it in, e.g.\n{_section_example(section, sub)}",
+                )
+            raise self.error(sub, "required key has no value", f"give it a value, e.g. {key}: {_example(f, hint)}")
+        if value is None and section is not None and not _is_optional(hint):
+            # A section whose keys are all commented out means "all defaults".
+            value = {}
+        meta = {**f.metadata, "default": f.default}
+        return self.convert(value, hint, sub, meta, key)
 
     def _unknown_key(self, cls: type, path: str, key: str, fields: Mapping[str, Any]) -> ConfigError:
         sub = join_path(path, key)
@@ -273,9 +308,19 @@ class Walker:
                 "must not be an empty list",
                 f"list at least one item, e.g. {key}: {example_for(meta, tuple)}",
             )
-        items = tuple(
-            self.convert(item, args[0], join_path(path, i), meta, key) for i, item in enumerate(value)
-        )
+        converted: list[Any] = []
+        failed = False
+        for i, item in enumerate(value):
+            try:
+                converted.append(self.convert(item, args[0], join_path(path, i), meta, key))
+            except ConfigError as exc:
+                self._collect(exc)
+                failed = True
+            except SectionInvalid:
+                failed = True
+        if failed:
+            raise SectionInvalid(path)
+        items = tuple(converted)
         if meta.get("unique"):
             seen: set[Any] = set()
             for i, item in enumerate(items):
@@ -301,13 +346,22 @@ class Walker:
                 path, "must not be empty", f"add at least one entry, e.g. {key}: {example_for(meta, dict)}"
             )
         out: dict[str, Any] = {}
+        failed = False
         for k, v in value.items():
             sub = join_path(path, str(k))
-            if key_type is str and not isinstance(k, str):
-                raise self.error(
-                    sub, f"keys must be strings, got {k!r} ({yaml_type(k)})", f'quote the key: "{k}":'
-                )
-            out[k] = self.convert(v, value_type, sub, meta, str(k))
+            try:
+                if key_type is str and not isinstance(k, str):
+                    raise self.error(
+                        sub, f"keys must be strings, got {k!r} ({yaml_type(k)})", f'quote the key: "{k}":'
+                    )
+                out[k] = self.convert(v, value_type, sub, meta, str(k))
+            except ConfigError as exc:
+                self._collect(exc)
+                failed = True
+            except SectionInvalid:
+                failed = True
+        if failed:
+            raise SectionInvalid(path)
         return FrozenMap(out)
 
 
@@ -338,6 +392,10 @@ def _sections(root: type, prefix: str = "") -> list[tuple[str, type]]:
             found.append((path, target))
             found.extend(_sections(target, path))
     return found
+
+
+def _is_required(f: dataclasses.Field[Any]) -> bool:
+    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
 
 
 def _is_optional(hint: Any) -> bool:

@@ -38,7 +38,9 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 from kazoo.interfaces import IAsyncResult
+from opentelemetry.util.types import AttributeValue
 
+from jetkafka._tracing._spans import commit_attributes, end_with, operation_span, start_span
 from jetkafka.coordination._errors import CommitAnswerLate, CommitUncertain
 from jetkafka.coordination._ownership import Lease, decode_offset, is_this_hold
 from jetkafka.coordination._paths import GroupPaths
@@ -78,7 +80,11 @@ class OffsetStore:
         return out
 
     def commit(self, lease: Lease, offset: int) -> None:
-        """Write ``offset`` for the leased partition, fenced by the lease."""
+        """Write ``offset`` for the leased partition, fenced by the lease (in a ``commit`` span)."""
+        with operation_span(f"commit {lease.topic}", commit_attributes(lease.topic, lease.partition, offset)):
+            self._commit_fenced(lease, offset)
+
+    def _commit_fenced(self, lease: Lease, offset: int) -> None:
         owner_path = self._paths.owner(lease.topic, lease.partition)
         offset_path = self._paths.offset(lease.topic, lease.partition)
         value = str(offset).encode()
@@ -124,22 +130,29 @@ class OffsetStore:
         :class:`CommitUncertain` (no answer; or the offset node moved on while this session
         still owns the partition, which is what a commit whose reply was lost leaves behind:
         a synchronous :meth:`commit` adopts the version). Until then, every other write under
-        the lease waits.
+        the lease waits. Its ``commit`` span lasts from the send to the answer.
         """
         value = str(offset).encode()
-        with lease.settled():
-            tx = self._client.transaction()
-            tx.check(self._paths.owner(lease.topic, lease.partition), lease.owner_version)
-            tx.set_data(self._paths.offset(lease.topic, lease.partition), value, version=lease.offset_version)
-            # A client that is closed or expired answers at once, through the same callback.
-            pending = tx.commit_async()
-            flight = lease.take_off()
+        span = start_span(f"commit {lease.topic}", commit_attributes(lease.topic, lease.partition, offset))
+        try:
+            with lease.settled():
+                tx = self._client.transaction()
+                tx.check(self._paths.owner(lease.topic, lease.partition), lease.owner_version)
+                tx.set_data(self._paths.offset(lease.topic, lease.partition), value, version=lease.offset_version)
+                # A client that is closed or expired answers at once, through the same callback.
+                pending = tx.commit_async()
+                flight = lease.take_off()
+        except BaseException as exc:
+            end_with(span, exc)
+            raise
+
         def answered(result: IAsyncResult) -> None:
             try:
                 error = self._answered(lease, flight, offset, result)
             except Exception as exc:  # never leave the caller waiting for an answer
                 log.exception("%s[%d]: reading the answer to a commit failed", lease.topic, lease.partition)
                 error = CommitUncertain(f"{type(exc).__name__}: {exc}")
+            end_with(span, error)
             done(error)
 
         pending.rawlink(answered)
@@ -233,7 +246,21 @@ class OffsetStore:
         A partition refused on its offset version while its owner node is still this hold's
         had an earlier commit land without its reply: its version (and value, which
         ``expected`` is checked against again) is adopted and the transaction sent again.
+        Runs in one ``commit`` span naming every partition and offset.
         """
+        attributes: dict[str, AttributeValue] = {
+            "messaging.system": "kafka",
+            "jetkafka.commit.partitions": [f"{t}[{p}]={offset}" for (t, p), (_, offset) in sorted(commits.items())],
+        }
+        with operation_span("commit", attributes):
+            self._commit_all(commits, extra, expected)
+
+    def _commit_all(
+        self,
+        commits: Mapping[tuple[str, int], tuple[Lease, int]],
+        extra: Callable[[TransactionRequest], None] | None,
+        expected: Mapping[tuple[str, int], int | None] | None,
+    ) -> None:
         items = sorted(commits.items())
         with all_settled([lease for _, (lease, _) in items]):
             self._check_expected(commits, expected)

@@ -69,7 +69,14 @@ class PauseMarkers:
         return True
 
     def resume(self, consumer_id: str | None = None) -> bool:
-        """Lift a pause; False if there was none."""
+        """Lift a pause; False if there was none.
+
+        An instance id that is neither live nor paused is refused as :meth:`pause` refuses it
+        (a mistyped id must not read as "was not paused"); the marker of an instance that has
+        gone since it was paused can still be removed.
+        """
+        if consumer_id is not None and self._client.exists(self._paths.pause_marker(consumer_id)) is None:
+            self._check_instance(consumer_id)
         try:
             self._client.delete(self._paths.pause_marker(consumer_id))
         except NoNodeError:

@@ -9,13 +9,19 @@
 - :mod:`jetkafka.ops._status_view`: the data of the status page (``/`` and ``/status.json``).
 - :mod:`jetkafka.ops._ui`: ``jetkafka ui``, the status page of a whole group without a channel.
 - :mod:`jetkafka.ops._status`: the group as ZooKeeper and the brokers see it (``group_status``,
-  ``show_offsets``); needs no running channel.
+  ``show_offsets``); needs no running channel. :mod:`jetkafka.ops._status_watch` redraws it
+  for ``jetkafka status --watch``; :mod:`jetkafka.ops._other_chroots` finds the group's name
+  under other chroots of the ensemble.
 - :mod:`jetkafka.ops._reset`: ``reset_offsets`` and ``undo_reset``, the command side of
   ResetOffset; :mod:`jetkafka.ops._plan` computes a reset's targets and its ``--dry-run``
   plan (``plan_reset``); :mod:`jetkafka.ops._history` keeps the offsets history.
 - :mod:`jetkafka.ops._responder`: the instance side of ResetOffset, run by every channel (as
   a channel add-on).
 - :mod:`jetkafka.ops._commands`: the ``status`` and ``offsets`` subcommands of ``jetkafka``.
+- :mod:`jetkafka.ops._group_admin`: every group of a chroot (``jetkafka groups``), and deleting,
+  exporting and importing a group's offsets only while it has no members;
+  :mod:`jetkafka.ops._offsets_file` is the JSON file of export and import;
+  :mod:`jetkafka.ops._group_commands` the ``groups`` and ``offsets delete|export|import`` commands.
 
 Names are imported lazily, so a channel that never serves metrics never imports
 prometheus-client.

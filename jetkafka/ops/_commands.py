@@ -1,5 +1,8 @@
 """The ``jetkafka status``, ``jetkafka offsets show|reset|history`` and ``jetkafka ui`` commands.
 
+``jetkafka groups`` and ``offsets delete|export|import`` live in :mod:`jetkafka.ops._group_commands`;
+:func:`register` adds them too.
+
 :func:`register` adds them to the main parser's subparsers; every leaf parser sets ``func``
 (namespace in, exit code out). Errors a user can cause are raised as
 :class:`~jetkafka.errors.JetkafkaError` for the main program to print.
@@ -14,6 +17,7 @@ import argparse
 import sys
 from typing import Any
 
+from jetkafka.errors import JetkafkaError
 from jetkafka.ops._command_line import (
     add_config_options,
     add_topic_option,
@@ -29,6 +33,7 @@ __all__ = [
     "cmd_offsets_reset",
     "cmd_offsets_history",
     "duration_ms",
+    "topic_not_read",
     "EXIT_INCOMPLETE",
 ]
 
@@ -44,10 +49,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_config_options(status)
     add_topic_option(status)
+    status.add_argument(
+        "--watch",
+        nargs="?",
+        type=float,
+        const=2.0,
+        metavar="S",
+        help="read and show it again every S seconds (default 2) until Ctrl-C",
+    )
     status.set_defaults(func=cmd_status)
 
-    offsets = subparsers.add_parser("offsets", help="show, reset or undo a group's committed offsets")
-    commands = offsets.add_subparsers(dest="offsets_command", metavar="{show,reset,history}", required=True)
+    offsets = subparsers.add_parser("offsets", help="show, reset, undo, delete, export or import a group's committed offsets")
+    commands = offsets.add_subparsers(
+        dest="offsets_command", metavar="{show,reset,history,delete,export,import}", required=True
+    )
 
     show = commands.add_parser("show", help="committed offset, watermarks and lag per partition")
     add_config_options(show)
@@ -107,8 +122,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_topic_option(history, "only resets of this topic")
     history.set_defaults(func=cmd_offsets_history)
 
-    from jetkafka.ops import _ui
+    from jetkafka.ops import _group_commands, _ui
 
+    _group_commands.register_offsets(commands)
+    _group_commands.register(subparsers)
     _ui.register(subparsers)
 
 
@@ -124,14 +141,32 @@ def duration_ms(text: str) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from jetkafka.ops._other_chroots import describe_elsewhere, group_elsewhere
     from jetkafka.ops._status import group_status, render_status
 
-    status = group_status(load_command_config(args), args.topic)
+    if args.watch is not None:
+        return _watch_status(args)
+    config = load_command_config(args)
+    status = group_status(config, args.topic)
+    elsewhere = group_elsewhere(config.zookeeper, config.channel.group)
     if args.json:
-        print_json(status.to_dict())
+        print_json({**status.to_dict(), "elsewhere": [{"chroot": g.chroot, "live_instances": g.live_instances} for g in elsewhere]})
     else:
-        print(render_status(status))
+        print("\n".join([render_status(status), *describe_elsewhere(config.channel.group, elsewhere)]))
     return 0
+
+
+def _watch_status(args: argparse.Namespace) -> int:
+    from jetkafka.coordination._session import zookeeper_session
+    from jetkafka.ops._status import BrokerView, read_group_status
+    from jetkafka.ops._status_watch import watch_status
+
+    if args.watch <= 0:
+        raise JetkafkaError(f"--watch {args.watch:g}: give a number of seconds > 0, e.g. --watch 5")
+    config = load_command_config(args)
+    group, topics = config.channel.group, tuple(args.topic or config.channel.topics)
+    with zookeeper_session(config.zookeeper) as client, BrokerView(config.kafka, group) as broker:
+        return watch_status(lambda: read_group_status(client, broker, group, topics), sys.stdout, args.watch, args.json)
 
 
 def cmd_offsets_show(args: argparse.Namespace) -> int:
@@ -145,6 +180,15 @@ def cmd_offsets_show(args: argparse.Namespace) -> int:
     else:
         print(render_offsets(status))
     return 0
+
+
+def topic_not_read(config: Any, topic: str) -> str:
+    """The warning of a reset of a topic the configuration's channel does not consume."""
+    return (
+        f"topic {topic} is not in channel.topics ({', '.join(config.channel.topics)}) of {config.source}: "
+        f"no instance of group {config.channel.group} reads it, so the command moves its offsets itself "
+        "and they take effect once the topic is added; if you meant another group, use its file"
+    )
 
 
 def _reset_target(args: argparse.Namespace) -> Any:
@@ -164,6 +208,8 @@ def cmd_offsets_reset(args: argparse.Namespace) -> int:
     if args.undo is None and args.topic is None:
         raise ResetError("--topic is required (except with --undo, which resets the topic of the reset it undoes)")
     config = load_command_config(args)
+    if args.topic is not None and args.topic not in config.channel.topics:
+        print(f"jetkafka: warning: {topic_not_read(config, args.topic)}", file=sys.stderr)
     if args.undo is not None and args.topic is not None:
         from jetkafka.coordination._paths import GroupPaths
         from jetkafka.coordination._session import zookeeper_session

@@ -8,8 +8,8 @@
 
 ``topic``, ``partition`` and ``offset`` are there when the record was logged on a worker
 during a partition's turn (see :mod:`jetkafka._log_context`) or passed them with ``extra=``;
-``trace_id`` when OpenTelemetry is installed and a span is recording; ``exception`` holds a
-traceback. The formatter is our own, a few lines over :mod:`json`: python-json-logger would
+``trace_id`` and ``span_id`` when a span is current (tracing on, see :mod:`jetkafka._tracing`);
+``exception`` holds a traceback. The formatter is our own, a few lines over :mod:`json`: python-json-logger would
 add a dependency for what the standard library does here, and structlog a second logging API.
 """
 
@@ -21,28 +21,22 @@ import sys
 import time
 from typing import Any
 
+from opentelemetry import trace
+
 from jetkafka._log_context import partition_and_offset
+from jetkafka._tracing._logs import NO_ID, log_format
 
 FORMATS = ("text", "json")
-TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s [%(threadName)s] %(message)s"
 
-try:  # tracing is optional: without OpenTelemetry there is no trace id to report
-    from opentelemetry import trace as _otel_trace
-
-    _TRACING = True
-except ImportError:  # pragma: no cover - depends on the installed extras
-    _TRACING = False
-
-
-def _trace_id() -> str | None:
-    if not _TRACING:
+def _span_ids() -> tuple[str, str] | None:
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid:
         return None
-    context = _otel_trace.get_current_span().get_span_context()
-    return f"{context.trace_id:032x}" if context.is_valid else None
+    return trace.format_trace_id(context.trace_id), trace.format_span_id(context.span_id)
 
 
 class WorkContextFilter(logging.Filter):
-    """Adds ``topic``, ``partition``, ``offset`` and ``trace_id`` to records that lack them.
+    """Adds ``topic``, ``partition``, ``offset``, ``trace_id`` and ``span_id`` to records that lack them.
 
     Runs on the thread that logs (a handler's filters do), so it reads that thread's context.
     """
@@ -52,17 +46,17 @@ class WorkContextFilter(logging.Filter):
             working = partition_and_offset()
             if working is not None:
                 record.topic, record.partition, record.offset = working
-        if not hasattr(record, "trace_id"):
-            trace_id = _trace_id()
-            if trace_id is not None:
-                record.trace_id = trace_id
+        if getattr(record, "trace_id", NO_ID) == NO_ID:  # tracing's record factory may have set "-"
+            ids = _span_ids()
+            if ids is not None:
+                record.trace_id, record.span_id = ids
         return True
 
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per record, on one line (newlines in messages are escaped by JSON)."""
 
-    FIELDS = ("topic", "partition", "offset", "trace_id")
+    FIELDS = ("topic", "partition", "offset", "trace_id", "span_id")
 
     def format(self, record: logging.LogRecord) -> str:
         seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
@@ -75,7 +69,7 @@ class JsonFormatter(logging.Formatter):
         }
         for name in self.FIELDS:
             value = getattr(record, name, None)
-            if value is not None:
+            if value is not None and value != NO_ID:
                 entry[name] = value
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
@@ -88,15 +82,18 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """The handler :func:`configure_logging` adds, told apart from any other."""
 
 
-def configure_logging(level: str, fmt: str = "text") -> None:
+def configure_logging(level: str, fmt: str = "text", traced: bool = False) -> None:
     """Sends every record to stderr in ``fmt`` ("text" or "json"), at ``level`` and above.
+
+    With ``traced`` (tracing on), text lines carry the trace and span ids
+    (:func:`jetkafka._tracing._logs.log_format`); JSON lines carry them whenever a span is current.
 
     Replaces the handler an earlier call added (others, such as a test runner's, stay). The clients' loggers (jetkafka.librdkafka,
     jetkafka.zookeeper) stay at WARNING unless ``level`` is DEBUG.
     """
     handler = _StderrHandler(sys.stderr)
     handler.addFilter(WorkContextFilter())
-    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
+    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(log_format(traced)))
     root = logging.getLogger()
     for old in [h for h in root.handlers if isinstance(h, _StderrHandler)]:
         root.removeHandler(old)

@@ -37,6 +37,7 @@ from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import ZnodeStat
 
+from jetkafka._tracing._spans import operation_span, partition_attributes
 from jetkafka.channel._add_ons import ChannelAddOn
 from jetkafka.coordination._paths import GroupPaths
 from jetkafka.coordination._watches import ChildrenWatch, NodeWatch
@@ -242,7 +243,17 @@ class CommandResponder:
             self._retry(("command", name))
 
     def _apply(self, command: ResetCommand, version: int, topic: str, p: int) -> bool:
-        """Apply ``command`` to one held partition; False when it should be tried again."""
+        """Apply ``command`` to one held partition, in a ``reset`` span (the reposition: the move
+        filed, the batch in hand finished, the commit); False when it should be tried again."""
+        attributes = partition_attributes(topic, p, self._channel.config.channel.group)
+        attributes["jetkafka.reset.id"] = command.id
+        attributes["jetkafka.reset.offset"] = command.targets[p]
+        with operation_span(f"reset {topic}", attributes) as span:
+            applied = self._apply_once(command, version, topic, p)
+            span.set_attribute("jetkafka.reset.settled", applied)
+            return applied
+
+    def _apply_once(self, command: ResetCommand, version: int, topic: str, p: int) -> bool:
         if self._client.exists(marker_path(self._paths, command.id, p)):
             return True
         try:

@@ -130,14 +130,25 @@ class PartitionStatus:
 
 @dataclass(frozen=True)
 class GroupStatus:
+    """A group as read. ``exists`` is false when ZooKeeper has no node for the group under the
+    chroot: no instance ever joined it there (a wrong ``channel.group`` or chroot, or a group
+    not started yet)."""
+
     group: str
     topics: tuple[str, ...]
     instances: tuple[InstanceStatus, ...]
     partitions: tuple[PartitionStatus, ...]
+    exists: bool = True
 
     @property
     def lag(self) -> int:
+        """The sum of the known lags; see :attr:`uncommitted` for the partitions it leaves out."""
         return sum(p.lag for p in self.partitions if p.lag is not None)
+
+    @property
+    def uncommitted(self) -> int:
+        """How many partitions have no committed offset (their lag is unknown)."""
+        return sum(1 for p in self.partitions if p.committed is None)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` form; its keys are documented in docs/operations.md and kept stable."""
@@ -147,6 +158,8 @@ class GroupStatus:
             "instances": [{**asdict(i), "topics": list(i.topics)} for i in self.instances],
             "partitions": [asdict(p) for p in self.partitions],
             "lag": self.lag,
+            "exists": self.exists,
+            "uncommitted": self.uncommitted,
         }
 
 
@@ -188,13 +201,24 @@ def group_status(config: JetkafkaConfig, topics: Sequence[str] | None = None) ->
     group = config.channel.group
     topics = tuple(topics or config.channel.topics)
     with zookeeper_session(config.zookeeper) as client, BrokerView(config.kafka, group) as broker:
-        live = ConsumerRegistry(client, GroupPaths(group)).live()
-        partitions = read_partitions(client, broker, group, topics)
-    return assemble_status(group, topics, live.values(), partitions)
+        return read_group_status(client, broker, group, topics)
+
+
+def read_group_status(client: KazooClient, broker: BrokerView, group: str, topics: Sequence[str]) -> GroupStatus:
+    """:func:`group_status` through a started client and a broker view the caller keeps
+    (``jetkafka status --watch`` reads through the same ones each time)."""
+    exists = client.exists(GroupPaths(group).root) is not None
+    live = ConsumerRegistry(client, GroupPaths(group)).live()
+    partitions = read_partitions(client, broker, group, topics)
+    return assemble_status(group, topics, live.values(), partitions, exists=exists)
 
 
 def assemble_status(
-    group: str, topics: Sequence[str], live: Iterable[ConsumerInfo], partitions: Sequence[PartitionStatus]
+    group: str,
+    topics: Sequence[str],
+    live: Iterable[ConsumerInfo],
+    partitions: Sequence[PartitionStatus],
+    exists: bool = True,
 ) -> GroupStatus:
     """The status of ``group`` from its live members and its partitions as read."""
     held: dict[str, int] = {}
@@ -215,7 +239,7 @@ def assemble_status(
         )
         for info in sorted(live, key=lambda i: (i.started, i.consumer_id))
     )
-    return GroupStatus(group, tuple(topics), instances, tuple(partitions))
+    return GroupStatus(group, tuple(topics), instances, tuple(partitions), exists)
 
 
 def show_offsets(config: JetkafkaConfig, topics: Sequence[str] | None = None) -> GroupStatus:
@@ -224,8 +248,9 @@ def show_offsets(config: JetkafkaConfig, topics: Sequence[str] | None = None) ->
     group = config.channel.group
     topics = tuple(topics or config.channel.topics)
     with zookeeper_session(config.zookeeper) as client, BrokerView(config.kafka, group) as broker:
+        exists = client.exists(GroupPaths(group).root) is not None
         partitions = read_partitions(client, broker, group, topics)
-    return GroupStatus(group, topics, (), tuple(partitions))
+    return GroupStatus(group, topics, (), tuple(partitions), exists)
 
 
 # -- rendering ---------------------------------------------------------------------------------
@@ -258,16 +283,36 @@ def render_partitions(partitions: Sequence[PartitionStatus]) -> list[str]:
     )
 
 
+def describe_lag(status: GroupStatus) -> str:
+    """The headline's lag: a number only as far as offsets were committed.
+
+    A group that does not exist, or has never committed, has no lag to speak of: "total lag 0"
+    would read as "caught up".
+    """
+    if not status.exists:
+        return (
+            "does not exist in ZooKeeper: no instance ever joined it under this chroot "
+            "(check channel.group and the chroot of zookeeper.connect); lag unknown"
+        )
+    if status.partitions and status.uncommitted == len(status.partitions):
+        return "nothing committed yet, lag unknown"
+    lag = f"total lag {status.lag}"
+    if status.uncommitted:
+        lag += f" ({status.uncommitted} partition(s) never committed, not counted)"
+    return lag
+
+
 def render_status(status: GroupStatus, now: float | None = None) -> str:
     now = time.time() if now is None else now
     owned = sum(1 for p in status.partitions if p.owner is not None)
-    lines = [
-        (
+    if status.exists:
+        headline = (
             f"group {status.group}: {len(status.instances)} instance(s), "
-            f"{owned}/{len(status.partitions)} partitions owned, total lag {status.lag}"
-        ),
-        "",
-    ]
+            f"{owned}/{len(status.partitions)} partitions owned, {describe_lag(status)}"
+        )
+    else:
+        headline = f"group {status.group}: {describe_lag(status)}"
+    lines = [headline, ""]
     if status.instances:
         lines += format_table(
             ("INSTANCE", "HOST", "PID", "SINCE", "PAUSED", "PARTITIONS"),
@@ -286,7 +331,11 @@ def render_status(status: GroupStatus, now: float | None = None) -> str:
 
 def render_offsets(status: GroupStatus) -> str:
     return "\n".join(
-        [f"group {status.group}: committed offsets, total lag {status.lag}", "", *render_partitions(status.partitions)]
+        [
+            f"group {status.group}: {'committed offsets, ' if status.exists else ''}{describe_lag(status)}",
+            "",
+            *render_partitions(status.partitions),
+        ]
     )
 
 
@@ -296,7 +345,9 @@ __all__ = [
     "InstanceStatus",
     "PartitionStatus",
     "assemble_status",
+    "describe_lag",
     "group_status",
+    "read_group_status",
     "read_partitions",
     "render_offsets",
     "render_status",

@@ -5,7 +5,9 @@ its partition was lost. The live workers (:mod:`jetkafka.channel._worker`) and r
 (:mod:`jetkafka.recovery._progress`) hand their batches and callbacks to these two functions,
 so both treat a processor the same way:
 
-- :func:`deliver_batch` calls ``on_next_batch`` and sorts its end into a response, a
+- :func:`deliver_batch` calls ``on_next_batch`` inside the batch's ``process`` span
+  (:func:`jetkafka._tracing._spans.batch_span`: the log lines of the processor's code carry its
+  trace id, a failure is recorded on it) and sorts its end into a response, a
   :class:`~jetkafka.errors.PartitionLost` (nothing of the batch counts; the caller drops the
   partition) or a failure (any other exception, a response that is not a
   :class:`BatchResponse`: the caller's failure policy decides, with ``on_exception`` first);
@@ -26,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from jetkafka._tracing._spans import batch_span, mark_failed
 from jetkafka.errors import PartitionLost
 from jetkafka.events import EventBatch, PartitionSource, offset_of
 from jetkafka.processors._base import BatchEventProcessor, BatchResponse
@@ -40,19 +43,28 @@ class BatchEnd:
     failure: Exception | None = None
 
 
-def deliver_batch(processor: BatchEventProcessor, source: PartitionSource, events: EventBatch) -> BatchEnd:
-    try:
-        response = processor.on_next_batch(source, events)
-        if not isinstance(response, BatchResponse):
-            raise TypeError(
-                f"{type(processor).__name__}.on_next_batch must return a BatchResponse "
-                f"(e.g. BatchResponse.advance()), got {response!r}"
-            )
-    except PartitionLost as exc:
-        return BatchEnd(lost=exc)
-    except Exception as exc:  # noqa: BLE001 - user code may raise anything: the caller's failure policy decides
-        return BatchEnd(failure=exc)
-    return BatchEnd(response=response)
+def deliver_batch(
+    processor: BatchEventProcessor, source: PartitionSource, events: EventBatch, *, group: str | None = None
+) -> BatchEnd:
+    """``processor.on_next_batch(source, events)`` in the batch's span (``group``: the consumer
+    group, for the span's attributes), its end sorted as the module docstring says."""
+    with batch_span(source.topic, source.partition, group, events) as span:
+        try:
+            response = processor.on_next_batch(source, events)
+            if not isinstance(response, BatchResponse):
+                raise TypeError(
+                    f"{type(processor).__name__}.on_next_batch must return a BatchResponse "
+                    f"(e.g. BatchResponse.advance()), got {response!r}"
+                )
+        except PartitionLost as exc:
+            mark_failed(span, exc)
+            return BatchEnd(lost=exc)
+        except Exception as exc:  # noqa: BLE001 - user code may raise anything: the caller's failure policy decides
+            mark_failed(span, exc)
+            return BatchEnd(failure=exc)
+        if span.is_recording():
+            span.set_attribute("jetkafka.response", response.kind.value)
+        return BatchEnd(response=response)
 
 
 def ask_on_exception(

@@ -28,7 +28,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from opentelemetry.trace import INVALID_SPAN, Span
+
 from jetkafka._backoff import backoff_ms
+from jetkafka._tracing._spans import inside
 from jetkafka.coordination._errors import CommitUncertain
 from jetkafka.coordination._ownership import Lease
 from jetkafka.errors import CommitFenced
@@ -59,6 +62,7 @@ class Cursor:
     redeliver: list[Any] | None = None
     pending: tuple[int, int, int] | None = None  # a store ZooKeeper could not take: from, to, events
     idle_called: bool = False
+    span: Span = INVALID_SPAN  # the ``recover <topic>`` span, parent of the batches' spans
 
     def current(self) -> rng.Range | None:
         """The part of the stored ranges still to read: from ``position`` to its range's end."""
@@ -99,7 +103,10 @@ class RecoveryRunner:
         source = self.source(cursor, head, last + 1)
         # Counted before the call: a processor may store progress itself (source.commit).
         cursor.unstored += len(batch)
-        end = deliver_batch(self.processor, source, EventBatch(batch, recovery=True))
+        with inside(cursor.span):
+            end = deliver_batch(
+                self.processor, source, EventBatch(batch, recovery=True), group=self.channel.config.channel.group
+            )
         if end.lost is not None:
             self._drop(cursor.key)
             return

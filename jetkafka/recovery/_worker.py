@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from jetkafka._tracing._spans import partition_attributes, start_span
 from jetkafka.coordination._ownership import Lease
 from jetkafka.events import Key
 from jetkafka.processors._base import BatchEventProcessor
@@ -252,6 +253,10 @@ class RecoveryWorker:
     def _add(self, key: Key, lease: Lease, snap: Snapshot) -> None:
         first = snap.record.ranges[0][0]
         cursor = Cursor(key, lease, snap, first, first)
+        attributes = partition_attributes(key[0], key[1], self.channel.config.channel.group)
+        attributes["jetkafka.recovery.ranges"] = rng.describe(snap.record.ranges)
+        attributes["jetkafka.recovery.events"] = snap.record.remaining
+        cursor.span = start_span(f"recover {key[0]}", attributes)
         self._cursors[key] = cursor
         self._turns.append(key)
         with self._cond:
@@ -286,6 +291,8 @@ class RecoveryWorker:
             self._turns.remove(key)
             if lease is not None and cursor.done_from < cursor.position:
                 self.runner.terminate(cursor)
+            cursor.span.set_attribute("jetkafka.recovery.remaining", cursor.snap.record.remaining)
+            cursor.span.end()
         if self._reader is not None:
             self._reader.close_feed(key)
         self.channel.stats.recovery_remaining(key, None)

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 
 from jetkafka._backoff import backoff_ms
+from jetkafka._tracing._spans import mark_failed, operation_span
 from jetkafka.coordination._errors import CommitUncertain
 from jetkafka.errors import CommitFenced, OffsetMoved
 from jetkafka.spark._arrow import to_dataframe
@@ -130,12 +131,22 @@ class MicroBatchDriver:
             batch = self.collector.take()
             if batch is None:
                 break
-            try:
-                self._run(batch)
-            except Exception:  # a bug here must not kill the thread silently and stall the channel
-                log.exception("micro-batch %s (%s): unexpected error; left uncommitted", batch.batch_id, batch.ranges())
-            finally:
-                self.collector.finished(batch)
+            # One span per micro-batch: its slices as taken, its id once recorded; the commit's
+            # span is its child.
+            slices = [str(sl) for _, sl in sorted(batch.slices.items())]
+            with operation_span("micro-batch", {"jetkafka.spark.slices": slices, "jetkafka.spark.events": batch.events}) as span:
+                try:
+                    self._run(batch)
+                except Exception as exc:  # a bug here must not kill the thread silently and stall the channel
+                    mark_failed(span, exc)
+                    log.exception(
+                        "micro-batch %s (%s): unexpected error; left uncommitted", batch.batch_id, batch.ranges()
+                    )
+                finally:
+                    if batch.batch_id is not None:
+                        span.set_attribute("jetkafka.spark.micro_batch_id", batch.batch_id)
+                    span.set_attribute("jetkafka.spark.replay", batch.replay)
+                    self.collector.finished(batch)
 
     # -- one micro-batch -----------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from jetkafka import BatchEventProcessor, BatchResponse, EventBatch, InboundChannel, PartitionSource, parse_config
+from jetkafka._tracing._add_on import TracingAddOn
 from jetkafka.channel._add_ons import AddOns, ChannelAddOn
 from jetkafka.ops._metrics_add_on import MetricsAddOn
 from jetkafka.ops._responder import ResponderAddOn
@@ -19,7 +20,7 @@ DATA = {
     "kafka": {"bootstrap.servers": "127.0.0.1:1"},
     "channel": {"group": "g", "topics": ["t"]},
 }
-STANDARD = [ResponderAddOn, RecoveryAddOn, MetricsAddOn]
+STANDARD = [ResponderAddOn, RecoveryAddOn, MetricsAddOn, TracingAddOn]
 
 
 class Plain(BatchEventProcessor):

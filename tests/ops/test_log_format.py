@@ -90,5 +90,15 @@ def test_the_current_spans_trace_id_is_a_field(json_log) -> None:
         logger.info("traced")
     logger.info("untraced")
     traced, untraced = entries(out)
-    assert traced["trace_id"] == "4bf92f3577b34da6a3ce929d0e0e4736"
-    assert "trace_id" not in untraced
+    assert traced["trace_id"] == "4bf92f3577b34da6a3ce929d0e0e4736" and traced["span_id"] == "00f067aa0ba902b7"
+    assert "trace_id" not in untraced and "span_id" not in untraced
+
+
+def test_tracings_placeholder_ids_are_left_out(json_log) -> None:
+    from jetkafka._tracing._logs import install_trace_ids
+
+    install_trace_ids()  # as jetkafka run does with tracing on: "-" on records outside a span
+    logger, out = json_log
+    logger.info("outside a span")
+    (entry,) = entries(out)
+    assert "trace_id" not in entry and "span_id" not in entry

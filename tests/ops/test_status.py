@@ -16,7 +16,7 @@ from kazoo.client import KazooClient
 
 from jetkafka.config import parse_config
 from jetkafka.devstack._ports import free_port
-from jetkafka.ops._status import group_status, show_offsets
+from jetkafka.ops._status import PartitionStatus, assemble_status, group_status, render_status, show_offsets
 from tests.support.channels import RecordingProcessor, channel_config, make_channel, values, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -121,7 +121,12 @@ def test_status_json_matches_zookeeper_and_the_broker(
 
 
 def test_status_of_a_group_that_never_ran(
-    zk_connect: str, kafka_config: dict[str, Any], topic_factory: Callable[..., str], produce: Any
+    tmp_path: Path,
+    zk_connect: str,
+    zk: KazooClient,
+    kafka_config: dict[str, Any],
+    topic_factory: Callable[..., str],
+    produce: Any,
 ) -> None:
     topic = topic_factory(partitions=2)
     produce(topic, values(4, 2))
@@ -133,7 +138,52 @@ def test_status_of_a_group_that_never_ran(
         (1, None, None, 0, 2, None),
     ]
     assert status.lag == 0
+    assert status.exists is False and status.to_dict()["exists"] is False
     assert show_offsets(config).partitions == status.partitions
+
+    path = write_config(tmp_path, channel_config(zk_connect, kafka_config, [topic]))
+    shown = jetkafka("status", "--config", path)
+    assert shown.returncode == 0, shown.stderr
+    headline = shown.stdout.splitlines()[0]
+    assert "does not exist in ZooKeeper" in headline and "total lag" not in headline
+    assert "does not exist" in jetkafka("offsets", "show", "--config", path).stdout.splitlines()[0]
+
+    # Once an instance has joined, the group exists; with nothing committed its lag is unknown.
+    zk.ensure_path(f"/consumers/{config.channel.group}/ids")
+    shown = jetkafka("status", "--config", path)
+    assert "nothing committed yet, lag unknown" in shown.stdout.splitlines()[0]
+
+
+def test_status_watch_redraws_until_interrupted(
+    tmp_path: Path, zk_connect: str, kafka_config: dict[str, Any], topic_factory: Callable[..., str]
+) -> None:
+    import signal
+    import time
+
+    topic = topic_factory(partitions=1)
+    path = write_config(tmp_path, channel_config(zk_connect, kafka_config, [topic]))
+    watch = subprocess.Popen(
+        [sys.executable, "-m", "jetkafka", "status", "--config", path, "--watch", "0.2"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert watch.stdout is not None
+        group = yaml.safe_load(Path(path).read_text())["channel"]["group"]
+        headlines = 0
+        deadline = time.monotonic() + 60
+        while headlines < 3 and time.monotonic() < deadline:
+            line = watch.stdout.readline()
+            headlines += line.startswith(f"group {group}:")
+        assert headlines == 3
+        watch.send_signal(signal.SIGINT)
+        _, err = watch.communicate(timeout=30)
+    finally:
+        watch.kill()
+    assert watch.returncode == 0, err
+    assert "Traceback" not in err
 
 
 def test_missing_topic_and_unreachable_zookeeper_are_one_line_errors(
@@ -159,3 +209,29 @@ def test_config_is_required(args: list[str]) -> None:
     run = jetkafka(*args)
     assert run.returncode == 2
     assert "--config" in run.stderr
+
+
+# -- the headline, without a cluster ----------------------------------------------------------
+
+
+def partition(p: int, committed: int | None, high: int = 10) -> PartitionStatus:
+    return PartitionStatus("t", p, None, committed, 0, high, None if committed is None else high - committed)
+
+
+@pytest.mark.parametrize(
+    ("exists", "committed", "headline"),
+    [
+        (False, [None, None], "group g: does not exist in ZooKeeper: no instance ever joined it under this chroot"),
+        (True, [None, None], "group g: 0 instance(s), 0/2 partitions owned, nothing committed yet, lag unknown"),
+        (True, [4, None], "group g: 0 instance(s), 0/2 partitions owned, total lag 6 (1 partition(s) never committed, not counted)"),
+        (True, [4, 10], "group g: 0 instance(s), 0/2 partitions owned, total lag 6"),
+    ],
+)
+def test_the_headline_says_when_the_lag_is_unknown(exists: bool, committed: list[int | None], headline: str) -> None:
+    status = assemble_status("g", ["t"], [], [partition(p, c) for p, c in enumerate(committed)], exists=exists)
+    first = render_status(status, now=0).splitlines()[0]
+    assert first.startswith(headline)
+    if committed == [4, 10]:
+        assert first == headline
+    data = status.to_dict()
+    assert data["exists"] is exists and data["uncommitted"] == committed.count(None)

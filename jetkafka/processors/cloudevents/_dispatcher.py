@@ -25,7 +25,8 @@ attribute ``jetkafkaepoch``: the fencing token of the partition hold it was sent
 (``ChannelContext.fencing_token``). A later owner of the partition always sends a greater one,
 so a subscriber that keeps the greatest token per (topic, partition) can refuse a sender that
 lost the partition and still sends (a frozen process woken up). Tracing headers
-(``traceparent``, ``tracestate``) travel as before.
+(``traceparent``, ``tracestate``) travel as before; with tracing on, the POST's are those of its
+delivery span and the producer's stay in the event (:mod:`._trace_context`).
 
 A partition moved by an offset reset or the out-of-range policy (:meth:`HttpDispatcher.on_reposition`)
 forgets its unfinished record: retries and dead-letter attempts of the old position are void,
@@ -75,6 +76,7 @@ from jetkafka.processors.cloudevents._dead_letter import (
 from jetkafka.processors.cloudevents._delivery import HttpSender, RetryPolicy, invalid, whole
 from jetkafka.processors.cloudevents._encoding import CONTENT_MODES, EncodingError, RecordEncoder, error_extensions
 from jetkafka.processors.cloudevents._metrics import DispatchMetrics
+from jetkafka.processors.cloudevents._trace_context import traced_post, tracing_extensions
 
 if TYPE_CHECKING:
     from jetkafka.channel._context import ChannelContext
@@ -322,12 +324,12 @@ class HttpDispatcher(BatchEventProcessor):
             return self._give_up(source, record, pending, fencing)
         try:
             event = self._encoder.decode(record)
-            headers, body = event.to_http(self._encoder.mode_for(event), fencing)
+            headers, body = event.to_http(self._encoder.mode_for(event), {**fencing, **tracing_extensions(event)})
         except EncodingError as exc:
             pending.reason, pending.exhausted = f"not a valid CloudEvent: {exc}", True
             log.error("%s[%d] offset %d: %s", record.topic, record.partition, record.offset, pending.reason)
             return self._give_up(source, record, pending, fencing)
-        attempt = self._sender.post(self.url, headers, body)
+        attempt = traced_post(self._sender, self.url, headers, body, event)
         pending.attempts += 1
         if attempt.ok:
             del self._pending[key]
