@@ -172,8 +172,10 @@ def test_pause_and_resume_from_the_shell(tmp_path, zk_connect, kafka_config, top
         time.sleep(1.0)
         assert proc.delivered == []
         assert len(channel.owned_partitions()) == 2
+        # A mistyped instance id is refused as pause refuses it, not taken for "was not paused".
         missing = jetkafka("resume", "--config", str(path), "--instance", "nobody")
-        assert missing.returncode == 0 and "was not paused" in missing.stdout
+        assert missing.returncode == 2 and "nobody" in missing.stderr
+        assert channel.paused
         done = jetkafka("resume", "--config", str(path))
         assert done.returncode == 0, done.stderr
         wait_until(lambda: len(proc.delivered) == 100)
