@@ -36,6 +36,8 @@ from jetkafka.processors._base import BatchEventProcessor, BatchResponse, Respon
 from jetkafka.processors._calls import ask_on_exception, deliver_batch
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
     from jetkafka.channel._fetcher import Fetcher
     from jetkafka.channel._stats import ChannelStats
     from jetkafka.channel._work_queue import PartitionQueue
@@ -153,7 +155,7 @@ class BatchRunner:
             return
         if end.failure is not None:
             self.stats.batch_failed(state.key)
-            self._failed(state, source, batch, end.failure)
+            self._failed(state, source, batch, end.failure, end.span)
             return
         response = end.response
         assert response is not None
@@ -164,10 +166,13 @@ class BatchRunner:
         if self.responses.apply(state, response, last + 1, batch):
             self.responses.call(state, "on_batch_processed", source)
 
-    def _failed(self, state: PartitionState, source: PartitionSource, batch: list[Any], exc: Exception) -> None:
+    def _failed(
+        self, state: PartitionState, source: PartitionSource, batch: list[Any], exc: Exception, span: Span | None = None
+    ) -> None:
         state.error_attempts += 1
         response = ask_on_exception(
-            self.processor, source, batch, exc, state.error_attempts, log=log, failed=self.responses.hook_failed(state)
+            self.processor, source, batch, exc, state.error_attempts, log=log, failed=self.responses.hook_failed(state),
+            span=span,
         )
         if response is not None:
             # The processor decided (e.g. advance = skip the batch): follow it.

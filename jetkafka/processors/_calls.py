@@ -25,8 +25,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.trace import Span
 
 from jetkafka._tracing._spans import batch_span, mark_failed
 from jetkafka.errors import PartitionLost
@@ -41,6 +45,9 @@ class BatchEnd:
     response: BatchResponse | None = None
     lost: PartitionLost | None = None
     failure: Exception | None = None
+    # The batch's span (ended): a failure is reported inside it, so its log lines carry the
+    # batch's trace id.
+    span: Span | None = None
 
 
 def deliver_batch(
@@ -61,7 +68,7 @@ def deliver_batch(
             return BatchEnd(lost=exc)
         except Exception as exc:  # noqa: BLE001 - user code may raise anything: the caller's failure policy decides
             mark_failed(span, exc)
-            return BatchEnd(failure=exc)
+            return BatchEnd(failure=exc, span=span)
         if span.is_recording():
             span.set_attribute("jetkafka.response", response.kind.value)
         return BatchEnd(response=response)
@@ -77,11 +84,28 @@ def ask_on_exception(
     log: logging.Logger,
     failed: Callable[[str, Exception], None],
     what: str = "offsets",
+    span: Span | None = None,
 ) -> BatchResponse | None:
     """``batch`` (its messages) failed with ``exc`` at its ``attempt``-th try: log it on the
     caller's ``log`` (the traceback only at the first attempt, so a batch retried for minutes
     does not flood the log) and return what ``on_exception`` answers (None: it left the decision
-    to the caller's failure policy, or raised, reported to ``failed``)."""
+    to the caller's failure policy, or raised, reported to ``failed``). With the batch's
+    ``span`` (:attr:`BatchEnd.span`), the report and ``on_exception`` run in its context, so their
+    log lines carry the batch's trace id."""
+    with trace.use_span(span, end_on_exit=False) if span is not None else nullcontext():
+        return _report_failure(processor, source, batch, exc, attempt, log, failed, what)
+
+
+def _report_failure(
+    processor: BatchEventProcessor,
+    source: PartitionSource,
+    batch: list[Any],
+    exc: Exception,
+    attempt: int,
+    log: logging.Logger,
+    failed: Callable[[str, Exception], None],
+    what: str,
+) -> BatchResponse | None:
     log.error(
         "%s[%d]: processor failed on %s %d..%d (attempt %d): %s: %s",
         source.topic,

@@ -42,6 +42,8 @@ from jetkafka.recovery import _ranges as rng
 from jetkafka.recovery._ledger import RecoveryLedger, RecoveryRecord, Snapshot
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
     from jetkafka.channel._running import RunningChannel
 
 log = logging.getLogger("jetkafka.recovery")
@@ -112,7 +114,7 @@ class RecoveryRunner:
             return
         if end.failure is not None:
             cursor.unstored = max(0, cursor.unstored - len(batch))
-            self._failed(cursor, source, batch, end.failure)
+            self._failed(cursor, source, batch, end.failure, end.span)
             return
         response = end.response
         assert response is not None
@@ -120,11 +122,13 @@ class RecoveryRunner:
         if self.apply(cursor, response, last + 1) and response.kind is ResponseKind.ADVANCE:
             self._call(cursor, "on_batch_processed", source)
 
-    def _failed(self, cursor: Cursor, source: PartitionSource, batch: list[Any], exc: Exception) -> None:
+    def _failed(
+        self, cursor: Cursor, source: PartitionSource, batch: list[Any], exc: Exception, span: Span | None = None
+    ) -> None:
         cursor.attempts += 1
         response = ask_on_exception(
             self.processor, source, batch, exc, cursor.attempts, log=log, failed=self._hook_failed(cursor),
-            what="recovery offsets",
+            what="recovery offsets", span=span,
         )
         if response is not None:
             # The processor decided (e.g. advance = skip the batch): follow it.

@@ -129,3 +129,31 @@ def test_without_a_tracer_provider_nothing_is_recorded_and_the_batch_runs_as_bef
     assert not tracing_active()  # the suite never installs a global provider
     end = deliver_batch(Recording(), SOURCE, EventBatch([traced(40, *PRODUCER_A)]), group="g")
     assert end.response is not None
+
+
+class Failing(BatchEventProcessor):
+    def on_next_batch(self, source: PartitionSource, events: EventBatch) -> BatchResponse:
+        raise ValueError("bad record")
+
+    def on_exception(self, source: PartitionSource, exc: Exception) -> BatchResponse | None:
+        logging.getLogger("tests.tracing.processor").info("deciding about %s", exc)
+        return None
+
+
+def test_the_failure_report_of_a_batch_carries_the_batch_trace_id(spans: Any, caplog: pytest.LogCaptureFixture) -> None:
+    from jetkafka.processors._calls import ask_on_exception
+
+    install_trace_ids()
+    batch = [traced(40, *PRODUCER_A)]
+    log = logging.getLogger("tests.tracing.worker")
+    with caplog.at_level(logging.INFO):
+        end = deliver_batch(Failing(), SOURCE, EventBatch(batch), group="g")
+        assert end.failure is not None
+        ask_on_exception(Failing(), SOURCE, batch, end.failure, 1, log=log, failed=lambda hook, exc: None, span=end.span)
+
+    (span,) = spans.get_finished_spans()
+    wanted = f"{span.context.trace_id:032x}"
+    report = next(r for r in caplog.records if r.name == "tests.tracing.worker")
+    deciding = next(r for r in caplog.records if r.getMessage().startswith("deciding about"))
+    assert "processor failed on offsets 40..40" in report.getMessage()
+    assert (report.trace_id, deciding.trace_id) == (wanted, wanted)
