@@ -52,7 +52,7 @@ SAMPLE_INTERVAL_S = 2.0
 REUSE_S = 1.0
 LAG_SECONDS_NOTE = (
     "now minus the timestamp of the next record to process, the one at the committed offset; "
-    "0 when the committed offset is at the high watermark"
+    "0 when the committed offset is at or past the high watermark"
 )
 HELD_LAG_SECONDS_NOTE = (
     "now minus the timestamp of the next record to process: for the partitions this instance holds "
