@@ -25,8 +25,11 @@ When the buffer is empty there is no record to read a timestamp from:
   until the first fetch or watermark look-up).
 
 Cost: one look at the head of the buffer (under its lock) per partition per scrape; no call to
-Kafka. Which thread: :class:`LagClock` is used under its owner's lock (the scrape thread and the
-watermark thread of :class:`~jetkafka.ops._metrics.ChannelMetrics`).
+Kafka. Which thread: :class:`LagClock` is used under its owner's lock (for
+:class:`~jetkafka.ops._metrics.ChannelMetrics`: the scrape thread, the status page's request
+threads and the watermark thread; the status page asks the same clock as the gauge, so both
+show one value). :mod:`jetkafka.ops._committed_lag` applies this rule to the partitions a status
+page does not hold, with the record at the committed offset as the next record.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, cast
@@ -49,6 +49,7 @@ from jetkafka.ops._lag_time import LagClock
 from jetkafka.ops._metric_families import FAMILIES, KNOWN_LABEL_VALUES, ZOOKEEPER_STATES
 
 if TYPE_CHECKING:
+    from jetkafka.channel._partition import PartitionSnapshot
     from jetkafka.channel._running import RunningChannel
 
 log = logging.getLogger(__name__)
@@ -183,28 +184,40 @@ class ChannelMetrics:
         with self._lock:
             self._topics = topics
 
-    def view(self) -> ChannelView:
-        channel = self.channel
-        snapshots = channel.partitions()
-        states = [((p.topic, p.partition), p.committed, p.paused, p.halted is not None) for p in snapshots]
+    def lag_seconds(self, snapshots: Sequence[PartitionSnapshot] | None = None) -> dict[Key, float | None]:
+        """Lag in seconds of each held partition now (:mod:`jetkafka.ops._lag_time`), from
+        ``snapshots`` (default: the channel's partitions now). What the gauge reports, and what
+        the instance's status page shows for the partitions it holds: both ask this one clock.
+        Any thread."""
+        snapshots = self.channel.partitions() if snapshots is None else snapshots
         now = time.time()
         with self._lock:
-            watermarks = dict(self._watermarks)
-            updated = self._updated
-            topics = dict(self._topics)
-            lag_seconds = {
+            lag = {
                 (p.topic, p.partition): self._lag_clock.lag_seconds(
                     (p.topic, p.partition),
                     position=p.position,
                     buffered=p.buffered,
                     next_timestamp_ms=p.next_timestamp_ms,
-                    high_watermark=watermarks[(p.topic, p.partition)][1] if (p.topic, p.partition) in watermarks else None,
+                    high_watermark=self._watermarks[(p.topic, p.partition)][1]
+                    if (p.topic, p.partition) in self._watermarks
+                    else None,
                     checked_at=self._checked.get((p.topic, p.partition)),
                     now=now,
                 )
                 for p in snapshots
             }
-            self._lag_clock.keep_only(lag_seconds)
+            self._lag_clock.keep_only(lag)
+        return lag
+
+    def view(self) -> ChannelView:
+        channel = self.channel
+        snapshots = channel.partitions()
+        states = [((p.topic, p.partition), p.committed, p.paused, p.halted is not None) for p in snapshots]
+        with self._lock:
+            watermarks = dict(self._watermarks)
+            updated = self._updated
+            topics = dict(self._topics)
+        lag_seconds = self.lag_seconds(snapshots)
         stats = channel.stats
         figures = stats.partitions()
         empty = PartitionFigures(0, {}, {}, DurationHistogram())

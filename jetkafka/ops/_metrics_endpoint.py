@@ -35,6 +35,7 @@ from jetkafka.ops._status_view import InstanceView
 
 if TYPE_CHECKING:
     from jetkafka.channel._running import RunningChannel
+    from jetkafka.events import Key
 
 log = logging.getLogger("jetkafka.ops._metrics")
 
@@ -60,7 +61,8 @@ class MetricsEndpoint:
         self._channels: list[RunningChannel] = []
         self._channels_lock = threading.Lock()
         self._counts: dict[str, PartitionCounts] = {}
-        self.status = InstanceView(self.channels)
+        self._metrics_of: dict[int, ChannelMetrics] = {}  # by id() of the channel
+        self.status = InstanceView(self.channels, self._lag_seconds)
         routes = {
             "/metrics": self._metrics,
             "/healthz": self._healthz,
@@ -89,6 +91,7 @@ class MetricsEndpoint:
     def add(self, channel: RunningChannel, metrics: ChannelMetrics) -> None:
         with self._channels_lock:
             self._channels.append(channel)
+            self._metrics_of[id(channel)] = metrics
         self.collector.add(metrics)
 
     def remove(self, channel: RunningChannel, metrics: ChannelMetrics) -> None:
@@ -96,6 +99,13 @@ class MetricsEndpoint:
         with self._channels_lock:
             if channel in self._channels:
                 self._channels.remove(channel)
+            self._metrics_of.pop(id(channel), None)
+
+    def _lag_seconds(self, channel: RunningChannel) -> dict[Key, float | None]:
+        """The channel's lag in seconds per held partition, from the clock its gauge reads."""
+        with self._channels_lock:
+            metrics = self._metrics_of.get(id(channel))
+        return {} if metrics is None else metrics.lag_seconds()
 
     def _metrics(self) -> Answer:
         return 200, CONTENT_TYPE_LATEST, generate_latest(self.registry)

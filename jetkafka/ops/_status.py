@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaException, TopicPartition
 from kazoo.client import KazooClient
 
 from jetkafka._client_logs import librdkafka_logger
@@ -102,6 +102,32 @@ class BrokerView:
                 raise ConnectError(f"{topic}[{tp.partition}]: offset look-up by time failed: {tp.error.str()}")
             out[tp.partition] = None if tp.offset == _OFFSET_END or tp.offset < 0 else int(tp.offset)
         return out
+
+    def record_timestamp(self, topic: str, partition: int, offset: int, timeout: float) -> int | None:
+        """The timestamp (epoch ms) of the first record at or after ``offset``, read by assigning
+        the partition to the idle consumer for one message and unassigning it again (no group
+        is joined, nothing is committed). None when the record has no timestamp.
+
+        Raises :class:`LookupError` naming why when no record comes within ``timeout`` seconds
+        or the broker answers with an error (the offset out of range, the partition gone).
+        """
+        self._consumer.assign([TopicPartition(topic, partition, offset)])
+        try:
+            deadline = time.monotonic() + timeout
+            while (left := deadline - time.monotonic()) > 0:
+                msg = self._consumer.poll(left)
+                if msg is None:
+                    continue
+                error = msg.error()
+                if error is not None:
+                    raise LookupError(f"reading offset {offset}: {error.str()}")
+                if msg.topic() != topic or msg.partition() != partition or (msg.offset() or 0) < offset:
+                    continue  # left over from an earlier assignment
+                kind, ms = msg.timestamp()
+                return None if kind == TIMESTAMP_NOT_AVAILABLE else int(ms)
+            raise LookupError(f"no record at offset {offset} within {timeout:g} s")
+        finally:
+            self._consumer.unassign()
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,13 @@ Two views build the same shape (one entry per group under ``groups``):
   instance) and the recovery ranges in ZooKeeper; rebalances and refused commits are counted
   by each instance and are not in ZooKeeper, so it shows them as unknown (``null``).
 
-Lag in seconds is ``null`` in both, with the reason under ``notes``: the age of the next
-record to process needs that record's timestamp, which is known only after fetching it;
-neither view fetches records.
+Lag in seconds (``lag_seconds``) is now minus the timestamp of the next record to process, 0
+when caught up. For a partition the instance holds, it is what its
+``jetkafka_partition_lag_seconds`` gauge reports (the same clock,
+:meth:`~jetkafka.ops._metrics.ChannelMetrics.lag_seconds`). For any other partition, and for
+all in ``jetkafka ui``, the next record is the one at the committed offset, read once per
+committed offset through the view's idle consumer (:mod:`jetkafka.ops._committed_lag`); a
+partition left without a value (``null``) has its reason under ``notes.lag_seconds_unknown``.
 
 Each view keeps an hour of samples of its own (total lag per topic, and the instance's
 counters), taken when ``/status.json`` is built, at most every :data:`SAMPLE_INTERVAL_S`.
@@ -27,12 +31,14 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from jetkafka.coordination._paths import GroupPaths
 from jetkafka.coordination._pause_markers import PauseMarkers
 from jetkafka.coordination._registry import ConsumerRegistry
+from jetkafka.events import Key
+from jetkafka.ops._committed_lag import CommittedRecordLag
 from jetkafka.ops._status import BrokerView, assemble_status, read_partitions
 
 if TYPE_CHECKING:
@@ -45,8 +51,13 @@ HISTORY_S = 3600.0
 SAMPLE_INTERVAL_S = 2.0
 REUSE_S = 1.0
 LAG_SECONDS_NOTE = (
-    "lag in seconds needs the timestamp of the next record to process, known only once it is "
-    "fetched; this page does not fetch records"
+    "now minus the timestamp of the next record to process, the one at the committed offset; "
+    "0 when the committed offset is at or past the high watermark"
+)
+HELD_LAG_SECONDS_NOTE = (
+    "now minus the timestamp of the next record to process: for the partitions this instance holds "
+    "as its jetkafka_partition_lag_seconds gauge, for the others the record at the committed offset; "
+    "0 when caught up"
 )
 RECENT_UNKNOWN_NOTE = (
     "rebalances and refused commits are counted by each instance (see its /metrics or its own "
@@ -55,13 +66,29 @@ RECENT_UNKNOWN_NOTE = (
 
 
 class LockedBroker:
-    """One :class:`BrokerView` shared by request threads (a consumer is used by one at a time)."""
+    """One :class:`BrokerView` shared by request threads (a consumer is used by one at a time),
+    with the group's cache of record timestamps for lag in seconds."""
 
     def __init__(self, kafka: Any, group: str) -> None:
         self._kafka = kafka
         self._group = group
         self._lock = threading.Lock()
         self._view: BrokerView | None = None
+        self._record_lag = CommittedRecordLag()
+
+    def fill_lag_seconds(self, data: dict[str, Any], checked_at: float) -> None:
+        """Set the ``lag_seconds`` still None in ``data`` (a group's entry) from the record at each
+        partition's committed offset; the reasons for those left None go to its ``notes``."""
+
+        def read(topic: str, partition: int, offset: int, timeout: float) -> int | None:
+            return cast("int | None", self.run(lambda view: view.record_timestamp(topic, partition, offset, timeout)))
+
+        # Only a view's build calls this, and Reuse runs one build at a time: the cache is used by
+        # one thread at a time. The consumer's lock is taken per record, so a health probe's
+        # look-up waits for one read at most.
+        unknown = self._record_lag.fill(data["partitions"], read, checked_at, time.time())
+        if unknown:
+            data["notes"]["lag_seconds_unknown"] = unknown
 
     def run(self, action: Callable[[BrokerView], Any]) -> Any:
         with self._lock:
@@ -114,11 +141,16 @@ class History:
 
 
 def read_group(client: KazooClient, broker: LockedBroker, group: str, topics: Sequence[str]) -> dict[str, Any]:
-    """Members, partitions (owner, committed, watermarks, lag), pause markers and recovery ranges."""
+    """Members, partitions (owner, committed, watermarks, lag), pause markers and recovery ranges.
+
+    ``lag_seconds`` is None in every partition and ``watermarks_read_at`` (epoch seconds) is set:
+    the view pops it and passes it to :meth:`LockedBroker.fill_lag_seconds` once it has set what
+    it knows better (its held partitions)."""
     from jetkafka.recovery._ledger import RecoveryLedger
 
     paths = GroupPaths(group)
     live = ConsumerRegistry(client, paths).live()
+    checked_at = time.time()
     partitions = broker.run(lambda view: read_partitions(client, view, group, topics))
     data = assemble_status(group, topics, live.values(), partitions).to_dict()
     data["paused_markers"] = PauseMarkers(client, paths).paused_targets()
@@ -150,6 +182,7 @@ def read_group(client: KazooClient, broker: LockedBroker, group: str, topics: Se
         owner = part["owner"]
         part["paused"] = None if owner is None else ("_all" in markers or owner in markers or owner in paused_instances)
     data["notes"] = {"lag_seconds": LAG_SECONDS_NOTE}
+    data["watermarks_read_at"] = checked_at
     return data
 
 
@@ -179,6 +212,7 @@ class GroupView:
 
     def _build(self) -> dict[str, Any]:
         group = read_group(self._client, self._broker, self._config.channel.group, self._config.channel.topics)
+        self._broker.fill_lag_seconds(group, group.pop("watermarks_read_at"))
         group["recent"] = {"rebalances": None, "commits_refused": None, "note": RECENT_UNKNOWN_NOTE}
         group["history"] = self._history.add({"t": time.time(), "lag": _lag_by_topic(group)})
         return {"view": "group", "generated": time.time(), "groups": [group]}
@@ -190,8 +224,15 @@ class GroupView:
 class InstanceView:
     """The status of the groups of the channels attached to one metrics endpoint."""
 
-    def __init__(self, channels: Callable[[], Sequence[RunningChannel]]) -> None:
+    def __init__(
+        self,
+        channels: Callable[[], Sequence[RunningChannel]],
+        lag_seconds: Callable[[RunningChannel], Mapping[Key, float | None]] | None = None,
+    ) -> None:
+        """``lag_seconds`` gives a channel's lag in seconds per held partition, as its gauge
+        reports it; without it, held partitions are treated as the others."""
         self._channels = channels
+        self._lag_seconds = lag_seconds
         self._brokers: dict[str, LockedBroker] = {}
         self._histories: dict[str, History] = {}
         self._lock = threading.Lock()
@@ -214,29 +255,35 @@ class InstanceView:
 
     def _build(self) -> dict[str, Any]:
         groups: dict[str, dict[str, Any]] = {}
+        brokers: dict[str, LockedBroker] = {}
         now = time.time()
         for channel in self._channels():
             cfg = channel.config.channel
             group = groups.get(cfg.group)
             if group is None:
-                group = read_group(channel.zookeeper, self.broker(channel), cfg.group, cfg.topics)
+                brokers[cfg.group] = self.broker(channel)
+                group = read_group(channel.zookeeper, brokers[cfg.group], cfg.group, cfg.topics)
                 group["this_instance"] = []
+                group["notes"]["lag_seconds"] = HELD_LAG_SECONDS_NOTE
                 group["recent"] = {"rebalances": 0, "commits_refused": 0, "note": "counted by this process"}
                 groups[cfg.group] = group
             group["this_instance"].append(channel.consumer_id)
             mine = {(p.topic, p.partition): p for p in channel.partitions()}
             left = channel.stats.partitions()
+            lag_seconds = self._lag_seconds(channel) if self._lag_seconds is not None else {}
             for part in group["partitions"]:
                 key = (part["topic"], part["partition"])
                 if key in mine:
                     part["paused"] = mine[key].paused
                     part["buffered"] = mine[key].buffered
+                    part["lag_seconds"] = lag_seconds.get(key)
                 if key in left and left[key].recovery_remaining is not None:
                     part["recovery_remaining"] = left[key].recovery_remaining
             group["recent"]["rebalances"] += sum(channel.stats.rebalance_counts().values())
             group["recent"]["commits_refused"] += sum(channel.stats.refusal_counts().values())
         out = []
         for name, group in groups.items():
+            brokers[name].fill_lag_seconds(group, group.pop("watermarks_read_at"))
             totals = {"rebalances": group["recent"]["rebalances"], "commits_refused": group["recent"]["commits_refused"]}
             history = self._history(name).add({"t": now, "lag": _lag_by_topic(group), "totals": totals})
             # Counters since start; the last hour is the rise since the oldest sample kept.

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from html.parser import HTMLParser
 from pathlib import Path
@@ -20,6 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
+from confluent_kafka import Producer
 
 from jetkafka import InboundChannel
 from jetkafka.devstack._ports import free_port
@@ -27,6 +30,8 @@ from jetkafka.ops._http import StatusServer, json_answer, page_route
 from tests.support.channels import RecordingProcessor, channel_config, values, wait_until
 
 CHROMIUM = Path("/usr/bin/chromium")
+LAG_SECONDS = re.compile(r"\d+ (s|min)|\d+\.\d (h|d)")  # as the page writes lag in seconds
+TWO_HOURS = re.compile(r"2\.\d h")
 REPO = Path(__file__).resolve().parents[2]
 
 needs_chromium = pytest.mark.skipif(
@@ -204,7 +209,11 @@ def test_the_page_shows_what_jetkafka_status_shows(
             60,
             "every offset committed",
         )
-        produce(topic, values(6, 3, start=30))
+        # Records two hours old (their CreateTime): the next record of every partition.
+        producer = Producer({**kafka_config, "linger.ms": 5})
+        for i in range(30, 36):
+            producer.produce(topic, value=str(i).encode(), partition=i % 3, timestamp=int((time.time() - 7200) * 1000))
+        assert producer.flush(30) == 0
         run = jetkafka("status", "--config", str(config), "--json")
         assert run.returncode == 0, run.stderr
         status = json.loads(run.stdout)
@@ -215,6 +224,14 @@ def test_the_page_shows_what_jetkafka_status_shows(
         assert_page_matches(page, status)
         assert {r["paused"] for r in page.rows("partitions")} == {"yes"}
         assert channels[0].consumer_id + " (this)" in [r["instance"] for r in page.rows("members")]
+        # Lag in seconds: the partitions of the other instance from the record at their committed
+        # offset; its own from the gauge's clock (paused with nothing fetched: the time since
+        # last seen caught up, or the record when the clock knows nothing yet).
+        held = set(channels[0].owned_partitions())
+        for row in page.rows("partitions"):
+            if (row["topic"], int(row["partition"])) not in held:
+                assert TWO_HOURS.fullmatch(row["lag s"]), row
+            assert LAG_SECONDS.fullmatch(row["lag s"]), row
 
         # `jetkafka ui`, the whole group without a channel.
         ui_port = free_port()
@@ -230,6 +247,8 @@ def test_the_page_shows_what_jetkafka_status_shows(
         assert {r["paused"] for r in page.rows("partitions")} == {"yes"}
         text = "".join(page.text)
         assert "the whole group (jetkafka ui)" in text
+        assert all(TWO_HOURS.fullmatch(r["lag s"]) for r in page.rows("partitions")), page.rows("partitions")
+        assert f"lag s unknown for {topic}" not in text
         shot = tmp_path / "status-page.png"
         chromium(f"http://127.0.0.1:{ui_port}/", f"--screenshot={shot}", "--window-size=1280,900")
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
