@@ -4,9 +4,10 @@ Both clients retry a refused or dropped connection on their own and log every at
 WARNING or ERROR: a broker or ZooKeeper that is down for ten seconds yields hundreds of lines
 before jetkafka's own message says what is wrong and how to fix it. jetkafka reports the outcome
 itself (a :class:`~jetkafka.errors.ConnectError` at start; the fetcher's "Kafka unreachable" and
-the session's "connection suspended" warnings while running), so these per-attempt records are
-lowered to DEBUG here; everything else the clients log keeps its level. ``jetkafka run
---log-level DEBUG`` shows them all.
+the session's "connection suspended" warnings while running), so while a channel starts or a
+command runs (:func:`starting`) these per-attempt records are lowered to DEBUG; everything else
+the clients log keeps its level, and so do they once the channel runs: an outage then is news
+to an operator. ``jetkafka run --log-level DEBUG`` shows them all.
 
 librdkafka's records reach Python through the ``logger`` property of each client (its log
 callback runs on the thread that polls the client); kazoo's through the ``logger`` argument of
@@ -16,6 +17,9 @@ callback runs on the thread that polls the client); kazoo's through the ``logger
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 LIBRDKAFKA = "jetkafka.librdkafka"
 KAZOO = "jetkafka.zookeeper"
@@ -38,7 +42,7 @@ class _LowerConnectionChatter(logging.Filter):
         self._logger = logger
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno > logging.DEBUG and self.is_connection_attempt(record):
+        if _starting() and record.levelno > logging.DEBUG and self.is_connection_attempt(record):
             record.levelno = logging.DEBUG
             record.levelname = logging.getLevelName(logging.DEBUG)
             return self._logger.isEnabledFor(logging.DEBUG)
@@ -56,6 +60,31 @@ def _client_logger(name: str) -> logging.Logger:
     if not any(isinstance(f, _LowerConnectionChatter) for f in logger.filters):
         logger.addFilter(_LowerConnectionChatter(logger))
     return logger
+
+
+# Connection attempts are lowered only while something is starting (a channel's start, a
+# command): then jetkafka reports the outcome itself, as one message. Once a channel runs, a
+# broker or ZooKeeper going away is news to an operator, and the clients' records of it keep
+# their level.
+_starts = 0
+_starts_lock = threading.Lock()
+
+
+def _starting() -> bool:
+    return _starts > 0
+
+
+@contextmanager
+def starting() -> Iterator[None]:
+    """While inside, the clients' per-attempt connection records are lowered to DEBUG."""
+    global _starts  # noqa: PLW0603 - one process-wide count of starts in progress
+    with _starts_lock:
+        _starts += 1
+    try:
+        yield
+    finally:
+        with _starts_lock:
+            _starts -= 1
 
 
 def librdkafka_logger() -> logging.Logger:

@@ -22,11 +22,13 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from contextlib import nullcontext
 from types import FrameType
 
 from kazoo.exceptions import NoAuthError
 
 from jetkafka import __version__
+from jetkafka._client_logs import starting
 from jetkafka.errors import JetkafkaError, MissingExtra
 from jetkafka.ops._command_line import add_config_argument, print_json, resolve_config_file
 
@@ -262,7 +264,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)  # argparse drops a failed write of its own (--help) itself
     try:
         resolve_config_file(args)
-        return int(args.func(args))
+        # A command reports the outcome of its connections itself; `run` quiets only its start.
+        with starting() if args.func is not _cmd_run else nullcontext():
+            return int(args.func(args))
     except JetkafkaError as exc:
         print(f"jetkafka: error: {exc}", file=sys.stderr)
         return 2

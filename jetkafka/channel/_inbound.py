@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from jetkafka._client_logs import starting
 from jetkafka.channel._add_ons import AddOns, ChannelAddOn, standard_add_ons
 from jetkafka.channel._budget import BufferBudget
 from jetkafka.channel._committer import PartitionCommitter
@@ -169,6 +170,10 @@ class InboundChannel:
         """
         if self._running:
             return
+        with starting():  # the outcome is one message of ours, not the clients' every attempt
+            self._start()
+
+    def _start(self) -> None:
         cfg = self.config.channel
         self._controller = self._given_controller or ProcessSession.shared(self.config.zookeeper)
         try:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import signal
+import threading
 import time
 from collections.abc import Callable
 from typing import IO
@@ -36,8 +38,16 @@ def watch_status(
     reads (None: until interrupted). Returns 0 when interrupted (Ctrl-C) or done."""
     terminal = out.isatty()
     done = 0
+    # Ctrl-C ends the watch between two reads: as an exception it could land inside a client
+    # call (a ZooKeeper request, a watermark look-up) and leave that client unable to close.
+    stop = threading.Event()
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, lambda _signum, _frame: stop.set())
+    if sleep is time.sleep:
+        sleep = _until(stop)
     try:
-        while reads is None or done < reads:
+        while (reads is None or done < reads) and not stop.is_set():
             status = read()
             done += 1
             if as_json:
@@ -53,4 +63,14 @@ def watch_status(
                 sleep(interval_s)
     except KeyboardInterrupt:
         pass
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
     return 0
+
+
+def _until(stop: threading.Event) -> Callable[[float], None]:
+    def sleep(seconds: float) -> None:
+        stop.wait(seconds)
+
+    return sleep
