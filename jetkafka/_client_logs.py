@@ -78,13 +78,16 @@ def _starting() -> bool:
 def starting() -> Iterator[None]:
     """While inside, the clients' per-attempt connection records are lowered to DEBUG."""
     global _starts  # noqa: PLW0603 - one process-wide count of starts in progress
-    with _starts_lock:
-        _starts += 1
+    counted = False
     try:
+        with _starts_lock:
+            _starts += 1
+            counted = True
         yield
     finally:
-        with _starts_lock:
-            _starts -= 1
+        if counted:
+            with _starts_lock:
+                _starts -= 1
 
 
 def librdkafka_logger() -> logging.Logger:

@@ -194,6 +194,21 @@ def _members(client: KazooClient, group: str) -> list[ConsumerInfo]:
     return list(ConsumerRegistry(client, GroupPaths(group)).live().values())
 
 
+def _owned_partitions(client: KazooClient, paths: GroupPaths) -> list[str]:
+    owners_root = f"{paths.root}/owners"
+    try:
+        topics = client.get_children(owners_root)
+    except NoNodeError:
+        return []
+    owned: list[str] = []
+    for topic in sorted(topics):
+        try:
+            owned += [f"{topic}[{p}]" for p in sorted(client.get_children(paths.owners(topic)), key=int)]
+        except NoNodeError:
+            continue
+    return owned
+
+
 def _write_without_members(client: KazooClient, group: str, action: str, build: Callable[[Any], None]) -> None:
     """Run the transaction ``build(tx)`` fills, between deleting and recreating ``ids`` (see the module doc)."""
     paths = GroupPaths(group)
@@ -201,6 +216,15 @@ def _write_without_members(client: KazooClient, group: str, action: str, build: 
     data, stat = client.get(paths.ids)
     if stat.numChildren:
         raise GroupHasMembers(group, action, _members(client, group))
+    # A member leaving deregisters first and keeps its partitions until each is released (its
+    # last batch, on_stream_termination, the final commit): that commit would land over what
+    # this writes. Owner nodes exist only while some instance still holds a partition.
+    releasing = _owned_partitions(client, paths)
+    if releasing:
+        raise JetkafkaError(
+            f"group {group} has no registered member, but partitions are still owned ({', '.join(releasing)}): "
+            f"an instance is still releasing them; {action} only once they are released (nothing was changed)"
+        )
     acl, _ = client.get_acls(paths.ids)
     tx = client.transaction()
     tx.delete(paths.ids, version=stat.version)
