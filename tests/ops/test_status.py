@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 import yaml
 from confluent_kafka import Consumer, TopicPartition
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from jetkafka.config import parse_config
 from jetkafka.devstack._ports import free_port
@@ -46,11 +48,17 @@ def zookeeper_view(zk_connect: str, topic: str) -> tuple[dict[str, dict[str, Any
     client = KazooClient(hosts=zk_connect)
     client.start(timeout=10)
     try:
-        ids = {c: json.loads(client.get(f"/consumers/g/ids/{c}")[0]) for c in client.get_children("/consumers/g/ids")}
-        owners_path, offsets_path = f"/consumers/g/owners/{topic}", f"/consumers/g/offsets/{topic}"
-        owners = {int(p): client.get(f"{owners_path}/{p}")[0].decode() for p in client.get_children(owners_path)}
-        offsets = {int(p): int(client.get(f"{offsets_path}/{p}")[0]) for p in client.get_children(offsets_path)}
-        return ids, owners, offsets
+        # A node listed may be gone when read (a rebalance moving a partition): read again.
+        for _ in range(50):
+            try:
+                ids = {c: json.loads(client.get(f"/consumers/g/ids/{c}")[0]) for c in client.get_children("/consumers/g/ids")}
+                owners_path, offsets_path = f"/consumers/g/owners/{topic}", f"/consumers/g/offsets/{topic}"
+                owners = {int(p): client.get(f"{owners_path}/{p}")[0].decode() for p in client.get_children(owners_path)}
+                offsets = {int(p): int(client.get(f"{offsets_path}/{p}")[0]) for p in client.get_children(offsets_path)}
+                return ids, owners, offsets
+            except NoNodeError:
+                time.sleep(0.1)
+        raise AssertionError("the group's nodes kept changing while read")
     finally:
         client.stop()
         client.close()
