@@ -185,7 +185,7 @@ def _fmt_value(value: Any, unit: str) -> str:
 
 
 def render_table(report: dict[str, Any]) -> str:
-    from jetkafka.ops._status import format_table
+    from jetkafka.ops._tables import format_table
 
     m = report["machine"]
     load = report.get("load_average", {})
@@ -251,7 +251,7 @@ def _settings_lines(results: dict[str, Any]) -> list[str]:
                    + (f"; {mem['capped']}" if mem.get("capped") else ""))
     sc = results.get("scale")
     if sc and "rows" in sc:
-        from jetkafka.ops._status import format_table
+        from jetkafka.ops._tables import format_table
 
         out.append("")
         out.append("scale (in-process channels, each with its own ZooKeeper session):")

@@ -44,6 +44,12 @@ class RunningChannel(Protocol):
         are stopped and started again around such a change)."""
 
     @property
+    def processor(self) -> object:
+        """The processor the channel runs (a hot deploy may replace it). Typed ``object``: the
+        processor API depends on this module, not the other way round; add-ons look for the
+        capabilities they use (``isinstance`` with a runtime-checkable Protocol)."""
+
+    @property
     def consumer_id(self) -> str:
         """This channel's id in its group, kept for the channel object's life."""
 

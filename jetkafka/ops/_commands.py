@@ -243,7 +243,7 @@ def cmd_offsets_reset(args: argparse.Namespace) -> int:
 
 
 def _print_reset(result: Any, as_json: bool) -> None:
-    from jetkafka.ops._status import format_table
+    from jetkafka.ops._tables import format_table
 
     if as_json:
         print_json(result.to_dict())
@@ -269,7 +269,7 @@ def _print_reset(result: Any, as_json: bool) -> None:
 
 
 def _print_plan(plan: Any, as_json: bool) -> None:
-    from jetkafka.ops._status import format_table
+    from jetkafka.ops._tables import format_table
 
     if as_json:
         print_json(plan.to_dict())

@@ -105,7 +105,7 @@ def _group(args: argparse.Namespace, configured: str) -> str:
 
 def cmd_groups(args: argparse.Namespace) -> int:
     from jetkafka.ops._group_admin import list_groups
-    from jetkafka.ops._status import format_table
+    from jetkafka.ops._tables import format_table
 
     groups = list_groups(load_command_config(args), with_lag=not args.no_lag)
     if args.json:
@@ -127,7 +127,7 @@ def cmd_groups(args: argparse.Namespace) -> int:
 
 
 def _print_changes(changes: Sequence[Any], header: str, as_json: bool, payload: dict[str, Any]) -> None:
-    from jetkafka.ops._status import format_table
+    from jetkafka.ops._tables import format_table
 
     if as_json:
         print_json({**payload, "changes": [c.to_dict() for c in changes]})

@@ -18,6 +18,7 @@ from __future__ import annotations
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from jetkafka.channel._stats import LOSS_REASONS, REFUSAL_CAUSES
+from jetkafka.ops._micro_batch_reports import PHASES as MICRO_BATCH_PHASES
 from jetkafka.processors._base import ResponseKind
 
 ZOOKEEPER_STATES = ("CONNECTED", "SUSPENDED", "LOST")
@@ -62,6 +63,8 @@ KNOWN_LABEL_VALUES: dict[str, dict[str, tuple[str, ...]]] = {
     "lost": {"reason": LOSS_REASONS},
     "recovery_lost": {"reason": RECOVERY_LOSS_REASONS},
     "zookeeper": {"state": ZOOKEEPER_STATES},
+    "mb_phase_seconds": {"phase": MICRO_BATCH_PHASES},
+    "mb_last_seconds": {"phase": MICRO_BATCH_PHASES},
 }
 
 _P, _I = PARTITION_LABELS, INSTANCE_LABELS
@@ -214,6 +217,56 @@ FAMILIES: dict[str, tuple[FamilyClass, str, str, tuple[str, ...]]] = {
         TOPIC_LABELS,
     ),
     "build_info": (GaugeMetricFamily, "jetkafka_build_info", "Always 1; the jetkafka version as a label.", ("version",)),
+    # The Spark processor's micro-batches (exported by instances running it).
+    "mb_batches": (
+        CounterMetricFamily,
+        "jetkafka_spark_micro_batches",
+        "Micro-batches committed by this instance (replays included).",
+        _I,
+    ),
+    "mb_events": (CounterMetricFamily, "jetkafka_spark_micro_batch_events", "Events in committed micro-batches.", _I),
+    "mb_failures": (
+        CounterMetricFamily,
+        "jetkafka_spark_micro_batch_failures",
+        "Attempts of the batch function that raised (the micro-batch runs again).",
+        _I,
+    ),
+    "mb_phase_seconds": (
+        CounterMetricFamily,
+        "jetkafka_spark_micro_batch_phase_seconds",
+        "Seconds committed micro-batches spent in each phase: gather, wait, record, build, fn, commit.",
+        (*_I, "phase"),
+    ),
+    "mb_last_seconds": (
+        GaugeMetricFamily,
+        "jetkafka_spark_last_micro_batch_seconds",
+        "Seconds the last committed micro-batch spent in each phase.",
+        (*_I, "phase"),
+    ),
+    "mb_last_events": (
+        GaugeMetricFamily,
+        "jetkafka_spark_last_micro_batch_events",
+        "Events of the last committed micro-batch.",
+        _I,
+    ),
+    "mb_output_files": (
+        CounterMetricFamily,
+        "jetkafka_spark_output_files",
+        "Data files jetkafka's sinks made visible for committed micro-batches.",
+        _I,
+    ),
+    "mb_output_bytes": (
+        CounterMetricFamily,
+        "jetkafka_spark_output_bytes",
+        "Bytes of those files.",
+        _I,
+    ),
+    "mb_held_events": (
+        GaugeMetricFamily,
+        "jetkafka_spark_held_events",
+        "Events the Spark processor holds in memory (the open, ready and running micro-batches).",
+        _I,
+    ),
 }
 
 

@@ -47,6 +47,7 @@ from jetkafka.channel._stats import DurationHistogram, PartitionFigures
 from jetkafka.events import Key
 from jetkafka.ops._lag_time import LagClock
 from jetkafka.ops._metric_families import FAMILIES, KNOWN_LABEL_VALUES, ZOOKEEPER_STATES
+from jetkafka.ops._micro_batch_reports import MicroBatchReport, ReportsMicroBatches
 
 if TYPE_CHECKING:
     from jetkafka.channel._partition import PartitionSnapshot
@@ -86,6 +87,7 @@ class ChannelView:
     watermarks_updated: float | None
     # topic -> (partitions in Kafka, partitions with an owner in ZooKeeper), group-wide
     topics: dict[str, tuple[int, int]] = field(default_factory=dict)
+    micro_batches: MicroBatchReport | None = None  # when the processor runs micro-batches
 
 
 class ChannelMetrics:
@@ -241,7 +243,15 @@ class ChannelMetrics:
             events_lost=channel.stats.loss_counts(),
             watermarks_updated=updated,
             topics=topics,
+            micro_batches=_micro_batches(channel),
         )
+
+
+def _micro_batches(channel: RunningChannel) -> MicroBatchReport | None:
+    processor = channel.processor
+    if isinstance(processor, ReportsMicroBatches):
+        return processor.micro_batch_report(channel.consumer_id)
+    return None
 
 
 def _families() -> dict[str, Any]:
@@ -315,6 +325,18 @@ def _add(
         f["lost"].add_metric([*instance, reason], n)
     if view.watermarks_updated is not None:
         f["updated"].add_metric(instance, view.watermarks_updated)
+    mb = view.micro_batches
+    if mb is not None:
+        f["mb_batches"].add_metric(instance, mb.batches)
+        f["mb_events"].add_metric(instance, mb.events)
+        f["mb_failures"].add_metric(instance, mb.failures)
+        f["mb_last_events"].add_metric(instance, mb.last_events)
+        f["mb_output_files"].add_metric(instance, mb.output_files)
+        f["mb_output_bytes"].add_metric(instance, mb.output_bytes)
+        f["mb_held_events"].add_metric(instance, mb.held_events)
+        for phase in KNOWN_LABEL_VALUES["mb_phase_seconds"]["phase"]:
+            f["mb_phase_seconds"].add_metric([*instance, phase], mb.phase_seconds.get(phase, 0.0))
+            f["mb_last_seconds"].add_metric([*instance, phase], mb.last_seconds.get(phase, 0.0))
     for topic, (count, owned) in sorted(view.topics.items()):
         if (view.group, topic) not in seen_topics:
             seen_topics.add((view.group, topic))

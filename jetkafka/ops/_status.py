@@ -20,7 +20,7 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaException, TopicPartition
@@ -34,6 +34,8 @@ from jetkafka.coordination._paths import GroupPaths
 from jetkafka.coordination._registry import ConsumerInfo, ConsumerRegistry
 from jetkafka.coordination._session import zookeeper_session
 from jetkafka.errors import ConnectError, TopicNotFound
+from jetkafka.ops._micro_batch_reports import MicroBatchReport, read_reports, render_reports
+from jetkafka.ops._tables import format_table
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +167,8 @@ class GroupStatus:
     instances: tuple[InstanceStatus, ...]
     partitions: tuple[PartitionStatus, ...]
     exists: bool = True
+    # Spark processor instances' last micro-batch and totals (jetkafka.ops._micro_batch_reports)
+    micro_batches: tuple[MicroBatchReport, ...] = field(default_factory=tuple)
 
     @property
     def lag(self) -> int:
@@ -186,6 +190,7 @@ class GroupStatus:
             "lag": self.lag,
             "exists": self.exists,
             "uncommitted": self.uncommitted,
+            "micro_batches": [asdict(r) for r in self.micro_batches],
         }
 
 
@@ -236,7 +241,9 @@ def read_group_status(client: KazooClient, broker: BrokerView, group: str, topic
     exists = client.exists(GroupPaths(group).root) is not None
     live = ConsumerRegistry(client, GroupPaths(group)).live()
     partitions = read_partitions(client, broker, group, topics)
-    return assemble_status(group, topics, live.values(), partitions, exists=exists)
+    status = assemble_status(group, topics, live.values(), partitions, exists=exists)
+    reports = tuple(r for r in read_reports(client, GroupPaths(group)) if r.consumer in live)
+    return replace(status, micro_batches=reports)
 
 
 def assemble_status(
@@ -280,17 +287,6 @@ def show_offsets(config: JetkafkaConfig, topics: Sequence[str] | None = None) ->
 
 
 # -- rendering ---------------------------------------------------------------------------------
-
-
-def format_table(header: Sequence[str], rows: Iterable[Sequence[object]], right: Iterable[int] = ()) -> list[str]:
-    right = set(right)
-    cells = [[str(h) for h in header]] + [["-" if c is None else str(c) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    lines = []
-    for row in cells:
-        parts = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
-        lines.append("  ".join(parts).rstrip())
-    return lines
 
 
 def _age(started: float, now: float) -> str:
@@ -352,6 +348,8 @@ def render_status(status: GroupStatus, now: float | None = None) -> str:
         lines.append("no live instances")
     lines.append("")
     lines += render_partitions(status.partitions)
+    if status.micro_batches:
+        lines += ["", *render_reports(status.micro_batches, now)]
     return "\n".join(lines)
 
 

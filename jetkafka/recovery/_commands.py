@@ -167,7 +167,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         return 0
     print(f"group {config.channel.group}: {len(found)} partition(s) with recovery ranges, {remaining} events to recover")
     if found:
-        from jetkafka.ops._status import format_table
+        from jetkafka.ops._tables import format_table
 
         rows = [
             (f.topic, f.partition, f.owner, f.record.remaining, f.record.lost, f.record.capped, f.record.recovered,

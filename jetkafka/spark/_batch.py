@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from jetkafka.events import Key
-from jetkafka.spark._arrow import to_table
+from jetkafka.spark._arrow import EVENT_SCHEMA, to_table
 from jetkafka.spark._ledger import PendingRange
 
 if TYPE_CHECKING:
@@ -88,7 +88,8 @@ class MicroBatch:
         self.batch_id = batch_id
         self.replay = batch_id is not None  # a replay's id was recorded by an earlier owner
         self.slices: dict[Key, Slice] = {}
-        self.opened_at = 0.0
+        self.opened_at = 0.0  # monotonic time of its first event (0 for a replay)
+        self.closed_at = time.monotonic()  # when it stopped taking events (set again at its close)
         self.events = 0
         self.nbytes = 0
 
@@ -217,16 +218,33 @@ class Collector:
             if complete:
                 self._complete_replay(key, part)
 
-    def add_open(self, key: Key, chunk: pa.RecordBatch, last: int) -> None:
+    def add_open(self, key: Key, chunk: pa.RecordBatch, last: int) -> pa.RecordBatch | None:
+        """Add what fits of ``chunk`` (events ending at offset ``last``) to the open micro-batch;
+        returns the rest, for the caller to add after :meth:`wait_for_room`, or None.
+
+        A micro-batch never holds more than ``max_events`` events: a chunk that does not fit is
+        cut, and the micro-batch closes with exactly ``max_events``. ``max_bytes`` is checked per
+        chunk: a full micro-batch takes nothing more, so it exceeds ``max_bytes`` by less than
+        one chunk (a worker batch, ``batch_max_bytes``).
+        """
         with self.cond:
             part = self._parts.get(key)
             if part is None:
-                return
+                return None
+            rest: pa.RecordBatch | None = None
+            if not self.stopping:
+                if self._full(self.open):
+                    return chunk
+                room = self.bounds.max_events - self.open.events
+                if chunk.num_rows > room:
+                    chunk, rest = chunk.slice(0, room), chunk.slice(room)
+                    last = chunk.column(EVENT_SCHEMA.get_field_index("offset"))[room - 1].as_py()
             # A slice starts where the previous one ended, not at its first event: offsets of a
             # log may have gaps (compaction, transaction markers) and commits must chain.
             self.open.add(key, part.generation, part.hold, part.next_offset, chunk, last + 1)
             part.next_offset = last + 1
             self.cond.notify_all()
+            return rest
 
     def complete_replay(self, key: Key) -> None:
         """Run an unfinished replay with the events received so far (the rest is gone from the log)."""
@@ -304,6 +322,7 @@ class Collector:
             while not self.stopping:
                 if self.ready:
                     batch = self.ready.pop(0)
+                    batch.closed_at = time.monotonic()
                     self.running = batch
                     return batch
                 open_ = self.open
@@ -312,6 +331,7 @@ class Collector:
                     if self._flush or self._full(open_) or age_ms >= self.bounds.max_interval_ms:
                         self._flush = False
                         self.open = MicroBatch()
+                        open_.closed_at = time.monotonic()
                         self.running = open_
                         self.cond.notify_all()  # workers waiting for room
                         return open_

@@ -33,8 +33,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
@@ -46,6 +46,7 @@ from jetkafka.errors import CommitFenced, OffsetMoved
 from jetkafka.spark._arrow import to_dataframe
 from jetkafka.spark._batch import Collector, MicroBatch, Slice
 from jetkafka.spark._fence import BatchFence, StaleWriter
+from jetkafka.spark._figures import PHASES, DriverStats, MicroBatchFigures
 from jetkafka.spark._ledger import MicroBatchLedger
 
 if TYPE_CHECKING:
@@ -68,22 +69,6 @@ class _SliceVoid(Exception):
         self.why = why
 
 
-@dataclass
-class DriverStats:
-    """Counts over the processor's life (kept across the drivers of successive starts)."""
-
-    batches: int = 0  # micro-batches committed
-    replays: int = 0  # of which replays of an earlier owner's batch
-    events: int = 0  # events committed
-    failures: int = 0  # fn attempts that raised
-    dropped_slices: int = 0  # slices left to a partition's next owner, or voided by a reposition
-    lease_waits: int = 0  # times a micro-batch waited for the local lease before running fn
-    stale_refusals: int = 0  # fn attempts refused by the fence (StaleWriter)
-    last_batch_id: int | None = None
-    last_batch_events: int = 0
-    last_batch_seconds: float = 0.0
-
-
 class MicroBatchDriver:
     def __init__(
         self,
@@ -96,6 +81,7 @@ class MicroBatchDriver:
         schema: Any,
         stats: DriverStats | None = None,
         fence_parameter: str | None = None,
+        on_committed: Callable[[MicroBatchFigures], None] | None = None,
     ) -> None:
         self.collector = collector
         self.ledger = ledger
@@ -109,6 +95,7 @@ class MicroBatchDriver:
         self.backoff_ms = channel.error_backoff_ms
         self.backoff_max_ms = channel.error_backoff_max_ms
         self.stats = stats if stats is not None else DriverStats()
+        self.on_committed = on_committed  # called on the driver thread after each commit; must not block
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="jetkafka-spark-driver", daemon=True)
 
@@ -152,6 +139,10 @@ class MicroBatchDriver:
 
     def _run(self, batch: MicroBatch) -> None:
         attempt = 0
+        phases = dict.fromkeys(PHASES, 0.0)
+        if batch.opened_at:
+            phases["gather"] = max(0.0, batch.closed_at - batch.opened_at)
+        phases["wait"] = max(0.0, time.monotonic() - batch.closed_at)
         while not self._stop.is_set():
             if not self._await_lease(batch):
                 break
@@ -161,16 +152,17 @@ class MicroBatchDriver:
             step = "record"
             try:
                 if batch.batch_id is None:
-                    self._record(batch)
+                    with _timed(phases, "record"):
+                        self._record(batch)
                     if not batch.slices:
                         return
                 step = "fn"
                 if not self._await_lease(batch):
                     break
-                started = time.perf_counter()
-                df = to_dataframe(self.spark, batch.table(), self.value_format, self.schema)
-                self._call_fn(df, batch)
-                elapsed = time.perf_counter() - started
+                with _timed(phases, "build"):
+                    df = to_dataframe(self.spark, batch.table(), self.value_format, self.schema)
+                with _timed(phases, "fn"):
+                    fence = self._call_fn(df, batch)
             except StaleWriter as exc:
                 # Not a failure of fn: the fence said this run may not write. What is still held
                 # runs again once the lease is back; what is not is dropped by the prune above.
@@ -199,7 +191,10 @@ class MicroBatchDriver:
                 )
                 self._stop.wait(wait_ms / 1000)
                 continue
-            self._done(batch, elapsed)
+            with _timed(phases, "commit"):
+                committed = self._done(batch)
+            if committed:
+                self._committed(batch, phases, fence)
             return
         log.warning(
             "micro-batch %s (%s): stopping before it was committed; the partitions' next owners replay it",
@@ -210,7 +205,7 @@ class MicroBatchDriver:
     def _backoff_ms(self, attempt: int) -> int:
         return backoff_ms(attempt, self.backoff_ms, self.backoff_max_ms)
 
-    def _call_fn(self, df: Any, batch: MicroBatch) -> None:
+    def _call_fn(self, df: Any, batch: MicroBatch) -> BatchFence:
         assert batch.batch_id is not None
         fence = BatchFence(batch.batch_id, batch.slices, self.context, self.collector)
         # Also for a fn that does not take it: jetkafka's own sinks find it there.
@@ -221,6 +216,7 @@ class MicroBatchDriver:
                 self.fn(df, batch.batch_id, fence=fence)
             else:
                 self.fn(df, batch.batch_id, fence)
+        return fence
 
     def _await_lease(self, batch: MicroBatch) -> bool:
         """Wait while the local lease is out (False if stopping meanwhile).
@@ -367,12 +363,13 @@ class MicroBatchDriver:
             raise exc
         self._drop(batch, s, "partition not held any more")
 
-    def _done(self, batch: MicroBatch, elapsed: float) -> None:
+    def _done(self, batch: MicroBatch) -> bool:
+        """Commit the micro-batch's slices still held; True when any was committed."""
         attempt = 0
         while not self._stop.is_set():
             self._prune(batch, "when committing")
             if not batch.slices:
-                return
+                return False
             keys = sorted(batch.slices)
             offsets = {k: batch.slices[k].end for k in keys}
             versions: dict[tuple[str, int], int] = {}
@@ -414,19 +411,44 @@ class MicroBatchDriver:
                 )
                 self._stop.wait(wait_ms / 1000)
                 continue
-            st = self.stats
-            st.batches += 1
-            st.replays += int(batch.replay)
-            st.events += batch.events
-            st.last_batch_id = batch.batch_id
-            st.last_batch_events = batch.events
-            st.last_batch_seconds = elapsed
-            log.info(
-                "micro-batch %s%s committed: %s, %d events, fn %.2f s",
-                batch.batch_id,
-                " (replay)" if batch.replay else "",
-                batch.ranges(),
-                batch.events,
-                elapsed,
-            )
-            return
+            return True
+        return False
+
+    def _committed(self, batch: MicroBatch, phases: dict[str, float], fence: BatchFence) -> None:
+        assert batch.batch_id is not None
+        figures = MicroBatchFigures(
+            batch_id=batch.batch_id,
+            replay=batch.replay,
+            events=batch.events,
+            partitions=len(batch.slices),
+            seconds=dict(phases),
+            committed_at=time.time(),
+            output_files=fence.output_files,
+            output_bytes=fence.output_bytes,
+        )
+        self.stats.committed(figures)
+        if self.on_committed is not None:
+            self.on_committed(figures)
+        log.info(
+            "micro-batch %s%s committed: %s, %d events; gather %.2f s, record %.2f s, build %.2f s, fn %.2f s, "
+            "commit %.2f s%s",
+            batch.batch_id,
+            " (replay)" if batch.replay else "",
+            batch.ranges(),
+            batch.events,
+            phases["gather"],
+            phases["record"],
+            phases["build"],
+            phases["fn"],
+            phases["commit"],
+            "" if fence.output_files is None else f"; {fence.output_files} file(s), {fence.output_bytes} bytes",
+        )
+
+
+@contextmanager
+def _timed(phases: dict[str, float], phase: str) -> Iterator[None]:
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        phases[phase] += time.perf_counter() - started

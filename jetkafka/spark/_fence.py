@@ -56,6 +56,14 @@ class BatchFence:
         self._slices = dict(slices)
         self._context = context
         self._collector = collector
+        # What the sinks of this run made visible (None: no sink said), for the micro-batch's figures.
+        self.output_files: int | None = None
+        self.output_bytes: int | None = None
+
+    def note_output(self, files: int, nbytes: int) -> None:
+        """A sink made ``files`` data files of ``nbytes`` bytes visible (added up over sinks)."""
+        self.output_files = (self.output_files or 0) + files
+        self.output_bytes = (self.output_bytes or 0) + nbytes
 
     @property
     def tokens(self) -> dict[Key, int]:

@@ -31,11 +31,13 @@ from kazoo.exceptions import BadVersionError, NoNodeError
 
 from jetkafka.errors import PartitionLost
 from jetkafka.events import EventBatch, PartitionSource
+from jetkafka.ops._micro_batch_reports import MicroBatchReport, publish_report
 from jetkafka.processors._base import BatchEventProcessor, BatchResponse
 from jetkafka.spark._arrow import messages_to_arrow, parse_schema
 from jetkafka.spark._batch import Bounds, Collector
-from jetkafka.spark._driver import DriverStats, MicroBatchDriver
+from jetkafka.spark._driver import MicroBatchDriver
 from jetkafka.spark._fence import fence_parameter
+from jetkafka.spark._figures import DriverStats, MicroBatchFigures
 from jetkafka.spark._ledger import MicroBatchLedger, PendingRange
 
 if TYPE_CHECKING:
@@ -98,7 +100,9 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
       factory called with those options that returns the function. A function taking a third
       parameter (or a keyword ``fence``) also gets a :class:`~jetkafka.spark._fence.BatchFence`.
     - ``max_events`` / ``max_bytes`` / ``max_interval_ms``: a micro-batch closes at the first
-      bound reached (bytes of Arrow data; interval counted from its first event).
+      bound reached (bytes of Arrow data; interval counted from its first event). It never holds
+      more than ``max_events`` events (a worker's batch that does not fit is cut); it may exceed
+      ``max_bytes`` by less than one worker batch.
     - ``value_format``: ``binary`` (default), ``text`` (UTF-8 string) or ``json`` (a struct
       parsed with ``schema``, a DDL string such as ``"id STRING, amount DOUBLE"``).
     - ``spark``: a session to use (otherwise one is built from the ``spark:`` section).
@@ -182,6 +186,7 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
             self.schema,
             stats=self._stats,
             fence_parameter=self.fence_parameter,
+            on_committed=self._publish_report,
         )
         self._driver.start()
         log.info(
@@ -294,9 +299,10 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
             messages = messages[cut:]
             if not messages:
                 return
-        collector.wait_for_room()
-        chunk = messages_to_arrow(messages)
-        collector.add_open(key, chunk, messages[-1].offset())
+        rest: Any = messages_to_arrow(messages)
+        while rest is not None:
+            collector.wait_for_room()
+            rest = collector.add_open(key, rest, messages[-1].offset())
 
     def on_idle(self, source: PartitionSource) -> BatchResponse | None:
         # A replay whose last events are gone from the log (retention) would otherwise wait forever.
@@ -352,7 +358,35 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
     # -- introspection -------------------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
-        """Batches and events committed, failures, and what is held in memory now."""
+        """Batches and events committed, failures, seconds per phase (totals and the last
+        micro-batch's, ``last``), output files and bytes, and what is held in memory now."""
         out: dict[str, Any] = asdict(self._stats)
         out["held_events"], out["held_bytes"] = self.collector.sizes()
         return out
+
+    def micro_batch_report(self, consumer: str) -> MicroBatchReport:
+        """The figures ``jetkafka status`` and the metrics show for this instance."""
+        st = self._stats
+        last = st.last
+        return MicroBatchReport(
+            consumer=consumer,
+            batches=st.batches,
+            events=st.events,
+            failures=st.failures,
+            held_events=self.collector.sizes()[0],
+            phase_seconds=dict(st.phase_seconds),
+            output_files=st.output_files,
+            output_bytes=st.output_bytes,
+            last_batch_id=None if last is None else last.batch_id,
+            last_events=0 if last is None else last.events,
+            last_seconds={} if last is None else dict(last.seconds),
+            last_output_files=None if last is None else last.output_files,
+            last_output_bytes=None if last is None else last.output_bytes,
+            last_committed_at=None if last is None else last.committed_at,
+        )
+
+    def _publish_report(self, figures: MicroBatchFigures) -> None:
+        """After each commit, on the driver thread: the instance's figures to ZooKeeper, unawaited."""
+        context = self._context
+        if context is not None:
+            publish_report(context.zookeeper, context.paths, self.micro_batch_report(context.consumer_id))

@@ -63,6 +63,10 @@ class SliceFiles(Protocol):
         changed, when ``target`` exists."""
         ...
 
+    def data_files(self, root: str) -> tuple[int, int]:
+        """Files under ``root`` (at any depth, skipping names starting with ``_`` or ``.``) and their bytes."""
+        ...
+
     def remove_tree(self, root: str) -> None: ...
 
 
@@ -135,6 +139,16 @@ class LocalFiles:
             raise
         return True
 
+    def data_files(self, root: str) -> tuple[int, int]:
+        files = nbytes = 0
+        for here, dirs, names in os.walk(self._local(root)):
+            dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
+            for name in names:
+                if not name.startswith((".", "_")):
+                    files += 1
+                    nbytes += os.path.getsize(os.path.join(here, name))
+        return files, nbytes
+
     def remove_tree(self, root: str) -> None:
         shutil.rmtree(self._local(root), ignore_errors=True)
 
@@ -194,6 +208,18 @@ class HadoopFiles:
                 return False
             raise
         return True
+
+    def data_files(self, root: str) -> tuple[int, int]:
+        files = nbytes = 0
+        base = self._fc.makeQualified(self._path(root)).toString().rstrip("/")
+        listing = self._fc.util().listFiles(self._path(root), True)
+        while listing.hasNext():
+            status = listing.next()
+            relative = status.getPath().toString()[len(base):].strip("/")
+            if not any(part.startswith((".", "_")) for part in relative.split("/")):
+                files += 1
+                nbytes += status.getLen()
+        return files, nbytes
 
     def remove_tree(self, root: str) -> None:
         try:

@@ -58,6 +58,8 @@ class Publication:
     published: list[str] = field(default_factory=list)  # moved into place by this write
     existing: list[str] = field(default_factory=list)  # already published by an earlier run: kept
     skipped: list[str] = field(default_factory=list)  # not published: the fence said not held
+    files: int = 0  # data files in the slices this write published
+    bytes: int = 0  # and their size
 
     def published_slices(self) -> set[tuple[str, int]]:
         """(topic, partition) of every slice this write made visible."""
@@ -95,6 +97,8 @@ class StagedWrite:
                         result.skipped.append(leaf)
         finally:
             self.discard()
+        if fence is not None:
+            fence.note_output(result.files, result.bytes)
         log.info(
             "ParquetSink: micro-batch %d: %d slice(s) published to %s, %d already there (kept)%s",
             self.batch_id,
@@ -113,8 +117,12 @@ class StagedWrite:
 
     def _publish(self, leaf: str, result: Publication) -> None:
         target = self.files.join(self.sink.path, leaf)
-        if self.files.publish(self.files.join(self.staging, leaf), target):
+        staged = self.files.join(self.staging, leaf)
+        files, nbytes = self.files.data_files(staged)
+        if self.files.publish(staged, target):
             result.published.append(leaf)
+            result.files += files
+            result.bytes += nbytes
         else:
             result.existing.append(leaf)
 

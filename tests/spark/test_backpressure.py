@@ -1,4 +1,5 @@
-"""While Spark runs micro-batch N, the channel buffers batch N+1 up to its bound, then stops fetching."""
+"""While Spark runs micro-batch N, the channel buffers batch N+1 up to its bound, then stops fetching;
+no micro-batch holds more than max_events events."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from tests.support.channels import channel_config, wait_until
 PRODUCED = 8_000
 MAX_EVENTS = 1_000
 THREADS = 2
-BATCH_MAX_EVENTS = 100
-BUFFER_MAX_EVENTS = 300
+# Not a divisor of MAX_EVENTS: a worker batch must be cut for a micro-batch to stop at its bound.
+BATCH_MAX_EVENTS = 300
+BUFFER_MAX_EVENTS = 600
 PARTITIONS = 2
 MAX_POLL = 1_000  # the fetcher's consume() size
 
@@ -24,12 +26,15 @@ class SlowFirstBatch:
         self.entered = threading.Event()
         self.go = threading.Event()
         self.rows = 0
+        self.sizes: list[int] = []
 
     def __call__(self, df: Any, batch_id: int) -> None:
         if not self.entered.is_set():
             self.entered.set()
             assert self.go.wait(120), "the test never let the first batch finish"
-        self.rows += df.count()
+        n = df.count()
+        self.rows += n
+        self.sizes.append(n)
 
 
 def test_memory_stays_bounded_while_spark_is_busy(
@@ -44,8 +49,8 @@ def test_memory_stays_bounded_while_spark_is_busy(
         buffer_max_events=BUFFER_MAX_EVENTS,
     )
     channel = InboundChannel.from_dict(config, processor=processor)
-    # The running batch and a full open one, each over max_events by at most one batch per worker.
-    held_bound = 2 * (MAX_EVENTS + THREADS * BATCH_MAX_EVENTS)
+    # The running batch and a full open one, each of at most max_events.
+    held_bound = 2 * MAX_EVENTS
     fetched_bound = held_bound + PARTITIONS * BUFFER_MAX_EVENTS + MAX_POLL
     assert fetched_bound < PRODUCED
     channel.start()
@@ -67,3 +72,4 @@ def test_memory_stays_bounded_while_spark_is_busy(
         fn.go.set()
         assert channel.shutdown()
     assert fn.rows == PRODUCED
+    assert max(fn.sizes) == MAX_EVENTS, fn.sizes  # full micro-batches stop exactly at the bound

@@ -109,3 +109,41 @@ def test_hadoop_rename_never_replaces_an_existing_slice(spark: Any, tmp_path: Pa
     assert (tmp_path / "out" / "batch_id=1" / "topic=t" / "partition=0" / "part-0.parquet").read_text() == "first"
     files.remove_tree(f"{root}/_staging")
     assert not (tmp_path / "_staging").exists()
+
+
+def test_data_files_count_what_readers_see(spark: Any, tmp_path: Path) -> None:
+    """Both routes count data files and bytes below a root, skipping `_` and `.` names (_SUCCESS, .crc)."""
+    from jetkafka.spark._publish import LocalFiles
+
+    leaf = tmp_path / "_staging" / "b1" / "batch_id=1" / "topic=t" / "partition=0"
+    leaf.mkdir(parents=True)
+    (leaf / "part-0.parquet").write_bytes(b"x" * 100)
+    (leaf / "part-1.parquet").write_bytes(b"y" * 20)
+    (leaf / "_SUCCESS").write_bytes(b"")
+    (leaf / ".part-0.parquet.crc").write_bytes(b"c" * 8)
+    (tmp_path / "_staging" / "b1" / "_temporary").mkdir()
+    (tmp_path / "_staging" / "b1" / "_temporary" / "part-9.parquet").write_bytes(b"z" * 50)
+    staged = tmp_path / "_staging" / "b1"
+    assert LocalFiles().data_files(str(staged)) == (2, 120)
+    assert HadoopFiles(spark, f"file://{tmp_path}").data_files(f"file://{staged}") == (2, 120)
+
+
+def test_publication_counts_its_files_for_the_fence(spark: Any, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    sink = ParquetSink(str(out))
+    df = spark.createDataFrame([("t", 0, "a"), ("t", 1, "b")], "topic STRING, partition INT, id STRING")
+
+    class Noted:
+        def __init__(self) -> None:
+            self.tokens: dict[tuple[str, int], int] = {}
+            self.output: tuple[int, int] | None = None
+
+        def note_output(self, files: int, nbytes: int) -> None:
+            self.output = (files, nbytes)
+
+    fence = Noted()
+    result = sink.stage(df, 1).publish(fence)  # type: ignore[arg-type]
+    on_disk = sorted(p for p in out.rglob("*.parquet"))
+    assert result.files == len(on_disk) >= 2
+    assert result.bytes == sum(p.stat().st_size for p in on_disk) > 0
+    assert fence.output == (result.files, result.bytes)
