@@ -4,6 +4,8 @@ Layout, under the group's node::
 
     /consumers/<group>/microbatches/batch-id                        persistent  next batch id, ASCII decimal
     /consumers/<group>/microbatches/pending/<topic>/<partition>     persistent  JSON {batch_id, from, to, consumer}
+    /consumers/<group>/microbatches/instances/<consumer-id>         ephemeral   JSON figures for ``jetkafka status``
+                                                                                (jetkafka.ops._micro_batch_reports; never read here)
 
 A micro-batch's life in ZooKeeper, per partition slice ``[from, to)``:
 
