@@ -1,6 +1,6 @@
 """Latency through the example pipeline: each record's production to the commit of its micro-batch.
 
-A producer writes the example's JSON purchase events at a steady rate (default 10,000 events/s
+A producer process writes the example's JSON purchase events at a steady rate (default 10,000 events/s
 for 30 s) into a topic of 8 partitions, while a channel with the example's settings (2 threads,
 ``batch_max_events`` 5,000, ``buffer_max_events`` 20,000) runs
 :class:`~jetkafka.spark.SparkMicroBatchProcessor` with the example's function and bounds
@@ -20,13 +20,17 @@ Per record, latency = the time its micro-batch's commit landed minus its product
 Records are noted when the channel hands them to the processor (before it takes them), keyed by
 partition and offset; only those produced after the measured window opened count (a warm-up
 record per partition runs first, so the channel's start and Spark's first job are not in it).
-The producer keeps to its schedule in 5 ms ticks; when it cannot, the achieved rate says so.
+The producer runs in a process of its own (:mod:`jetkafka.bench._steady_producer`, so it does
+not take the channel's interpreter) and keeps to its schedule in 5 ms ticks for the given time;
+when it cannot, it produces less, and the achieved rate says so.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-import random
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -37,6 +41,7 @@ from jetkafka.bench._handoff import percentile
 from jetkafka.bench._spark import MASTER
 from jetkafka.bench._spark_workload import EXAMPLE_MAX_EVENTS, EXAMPLE_MAX_INTERVAL_MS, load_example
 from jetkafka.bench._stack import BenchCluster
+from jetkafka.devstack._lifetime import die_with_parent
 
 if TYPE_CHECKING:
     from confluent_kafka import Message
@@ -45,9 +50,7 @@ log = logging.getLogger("jetkafka.bench")
 
 PARTITIONS = 8
 CHANNEL = {"threads": 2, "batch_max_events": 5_000, "buffer_max_events": 20_000}  # examples/pipeline/pipeline.yaml
-TICK_S = 0.005  # the producer's schedule step
 POLL_S = 0.005  # how often the committed offsets are read
-FELL_BEHIND = 0.97  # an achieved rate under this share of the target is reported as falling behind
 CREATE_TIME = 1  # confluent_kafka.TIMESTAMP_CREATE_TIME
 
 
@@ -105,50 +108,31 @@ class CommitWatch:
             return len(self.latencies_s)
 
 
-def produce_steady(kafka: dict[str, Any], topic: str, rate: int, seconds: float, encode: Any) -> dict[str, Any]:
-    """The example's events at ``rate`` per second for ``seconds``, keyed and partitioned by user."""
-    from confluent_kafka import KafkaError, Producer
-
-    errors: list[str] = []
-
-    def delivered(err: KafkaError | None, msg: Any) -> None:
-        if err is not None and len(errors) < 5:
-            errors.append(str(err))
-
-    producer = Producer({**kafka, "linger.ms": 5, "acks": 1, "logger": log})
-    rng = random.Random(11)
-    sent = 0
-    behind = 0  # the most records the producer was behind its schedule, at a tick
-    started = time.perf_counter()
-    while (elapsed := time.perf_counter() - started) < seconds:
-        due = int(elapsed * rate) + 1
-        behind = max(behind, due - sent)
-        while sent < due:
-            user = rng.randrange(50)
-            event = {"id": f"l{sent:09d}", "user": f"u{user:03d}", "cents": rng.randrange(100, 50_000),
-                     "ts": int(time.time() * 1000)}
-            while True:
-                try:
-                    producer.produce(topic, encode(event), f"u{user:03d}".encode(), partition=user % PARTITIONS,
-                                     on_delivery=delivered)
-                    break
-                except BufferError:
-                    producer.poll(0.01)
-            sent += 1
-        producer.poll(0)
-        time.sleep(TICK_S)
-    seconds_taken = time.perf_counter() - started
-    left = producer.flush(60)
-    if left or errors:
-        raise RuntimeError(f"producing to {topic} failed: {left} unsent, errors: {'; '.join(errors) or '-'}")
-    achieved = sent / seconds_taken
-    return {
-        "produced": sent,
-        "seconds": seconds_taken,
-        "events_per_s": achieved,
-        "fell_behind": achieved < FELL_BEHIND * rate,
-        "max_behind_s": behind / rate,
-    }
+def produce_in_child(cluster: BenchCluster, topic: str, rate: int, seconds: float) -> dict[str, Any]:
+    """Run :mod:`jetkafka.bench._steady_producer` and return its result."""
+    kafka_path = cluster.workdir / "latency-kafka.json"
+    kafka_path.write_text(json.dumps(cluster.kafka))
+    result_path = cluster.workdir / "latency-production.json"
+    log_path = cluster.workdir / "latency-producer.log"
+    with open(log_path, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "jetkafka.bench._steady_producer", "--kafka", str(kafka_path), "--topic", topic,
+             "--partitions", str(PARTITIONS), "--rate", str(rate), "--seconds", str(seconds),
+             "--out", str(result_path)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=die_with_parent(),  # noqa: PLW1509 - die_with_parent() only makes two system calls in the child
+        )
+        try:
+            status = proc.wait(seconds + 120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+    if status != 0:
+        raise RuntimeError(f"the producer exited with status {status}; see {log_path}")
+    result: dict[str, Any] = json.loads(result_path.read_text())
+    return result
 
 
 def run(cluster: BenchCluster, rate: int, seconds: float, progress: Any) -> dict[str, Any]:
@@ -215,7 +199,7 @@ def run(cluster: BenchCluster, rate: int, seconds: float, progress: Any) -> dict
         watch.since_ms = time.time() * 1000
         batches_before = processor.stats()["batches"]
         watcher.start()
-        result["production"] = produce_steady(cluster.kafka, topic, rate, seconds, events.encode)
+        result["production"] = produce_in_child(cluster, topic, rate, seconds)
         progress.advance()
         produced = result["production"]["produced"]
         deadline = time.monotonic() + 120
