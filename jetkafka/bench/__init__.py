@@ -2,7 +2,11 @@
 
 - :mod:`~jetkafka.bench._throughput`: events/s through a no-op processor against a plain
   confluent-kafka loop;
-- :mod:`~jetkafka.bench._spark`: events/s into Spark DataFrames against building them row by row;
+- :mod:`~jetkafka.bench._spark`: events/s into Spark DataFrames against building them row by row,
+  the Arrow path alone and a hand-written loop (:mod:`~jetkafka.bench._spark_loop`), with the
+  work per DataFrame of :mod:`~jetkafka.bench._spark_workload`;
+- :mod:`~jetkafka.bench._latency`: production to commit through the example Spark pipeline at a
+  steady rate;
 - :mod:`~jetkafka.bench._handoff`: hand-off latency after SIGTERM and SIGKILL against a Kafka
   consumer group;
 - :mod:`~jetkafka.bench._scale`: balance time and ZooKeeper requests per batch as instances and

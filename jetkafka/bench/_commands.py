@@ -1,6 +1,7 @@
 """The ``jetkafka bench`` command.
 
-    jetkafka bench [--config C] [--only throughput,client,spark,handoff,scale,memory] [--events N]
+    jetkafka bench [--config C] [--only throughput,client,spark,latency,handoff,scale,memory] [--events N]
+                   [--spark-workload noop|aggregate] [--latency-rate N] [--latency-seconds S]
                    [--trials N] [--repeat N] [--json] [--png PATH] [--quick]
 
 Without ``--config`` it starts a dev stack of its own in a temporary directory and stops it at
@@ -18,13 +19,17 @@ import sys
 import time
 from typing import Any
 
-PARTS = ("throughput", "client", "spark", "handoff", "scale", "memory")
+from jetkafka.bench._spark_workload import WORKLOADS
+
+PARTS = ("throughput", "client", "spark", "latency", "handoff", "scale", "memory")
 
 # Full run / --quick
 SIZES = {
     "events": (1_000_000, 50_000),
     "spark_events": (200_000, 20_000),
     "memory_events": (5_000_000, 100_000),
+    "latency_rate": (10_000, 2_000),
+    "latency_seconds": (30.0, 5.0),
     "trials": (20, 2),
     "repeat": (7, 1),
     "session_timeout_s": (None, 3.0),  # None: the configuration's (ZooKeeper default 10 s)
@@ -51,6 +56,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     bench.add_argument("--events", type=_positive, metavar="N", help="throughput and client-cost events (default 1,000,000; quick 50,000)")
     bench.add_argument("--spark-events", type=_positive, metavar="N", help="Spark records (default 200,000; quick 20,000)")
+    bench.add_argument("--spark-workload", choices=WORKLOADS, default="noop",
+                       help="what the Spark paths do per DataFrame: noop (a noop write, default) or aggregate "
+                       "(the example pipeline's JSON aggregation into a ParquetSink)")
+    bench.add_argument("--latency-rate", type=_positive, metavar="N",
+                       help="events/s produced in the latency part (default 10,000; quick 2,000)")
+    bench.add_argument("--latency-seconds", type=_positive_float, metavar="S",
+                       help="how long the latency part produces (default 30; quick 5)")
     bench.add_argument("--memory-events", type=_positive, metavar="N",
                        help="backlog of the memory figure (default 5,000,000; quick 100,000)")
     bench.add_argument("--trials", type=_positive, metavar="N", help="hand-off trials per signal (default 20; quick 2)")
@@ -86,6 +98,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number > 0")
+    return value
+
+
 def _size(args: argparse.Namespace, name: str) -> Any:
     given = getattr(args, name, None)
     if given is not None:
@@ -109,6 +131,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     require_extra("bench", "jetkafka bench")
     from jetkafka.bench import _client_cost as client_cost
     from jetkafka.bench import _handoff as handoff
+    from jetkafka.bench import _latency as latency
     from jetkafka.bench import _memory as memory
     from jetkafka.bench import _scale as scale
     from jetkafka.bench import _spark as spark
@@ -128,6 +151,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         (throughput.steps(repeat) if "throughput" in parts else 0)
         + (client_cost.steps(repeat) if "client" in parts else 0)
         + (spark.steps() if "spark" in parts else 0)
+        + (latency.steps() if "latency" in parts else 0)
         + (handoff.steps(trials) if "handoff" in parts else 0)
         + (scale.steps(args.quick) if "scale" in parts else 0)
         + (memory.steps() if "memory" in parts else 0)
@@ -149,7 +173,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
             runners = {
                 "throughput": lambda: throughput.run(cluster, events, repeat, progress),
                 "client": lambda: client_cost.run(cluster, events, repeat, progress),
-                "spark": lambda: spark.run(cluster, spark_events, repeat, progress),
+                "spark": lambda: spark.run(cluster, spark_events, repeat, progress, workload=args.spark_workload),
+                "latency": lambda: latency.run(cluster, _size(args, "latency_rate"), _size(args, "latency_seconds"),
+                                               progress),
                 "handoff": lambda: handoff.run(cluster, trials, progress, session_timeout),
                 "scale": lambda: scale.run(cluster, args.quick, progress),
                 "memory": lambda: memory.run(cluster, memory_events, progress),

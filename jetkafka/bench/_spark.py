@@ -8,7 +8,14 @@ built in memory, in one Spark session (``local[2]``):
   micro-batch: worker-sized chunks to Arrow record batches, one ``createDataFrame``;
 - *row by row*: a tuple per record, ``createDataFrame(rows, schema)``: the baseline;
 - *end to end*: a channel with the micro-batch processor reading the topic from the start into
-  DataFrames (each materialized with a ``noop`` write), first event to last commit.
+  DataFrames, first event to last commit; meanwhile the events the processor holds
+  (``stats()["held_events"]``) are sampled, their peak against ``max_events`` is how many
+  micro-batches it kept in memory at once;
+- *hand-written loop*: the user's alternative, one consumer and a synchronous Kafka commit
+  per micro-batch of the same size (:mod:`jetkafka.bench._spark_loop`).
+
+What each path does with its DataFrames is the workload (:mod:`jetkafka.bench._spark_workload`):
+a ``noop`` write (default), or the example pipeline's JSON aggregation into a ``ParquetSink``.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from jetkafka.bench._spark_loop import hand_loop
+from jetkafka.bench._spark_workload import Workload
 from jetkafka.bench._stack import BenchCluster
 
 if TYPE_CHECKING:
@@ -68,15 +77,14 @@ def read_records(kafka: dict[str, Any], topic: str, partitions: int, count: int)
     return out[:count]
 
 
-def end_to_end(cluster: BenchCluster, topic: str, total: int, spark: Any, bench: ModuleType) -> dict[str, Any]:
+def end_to_end(cluster: BenchCluster, topic: str, total: int, spark: Any, workload: Workload) -> dict[str, Any]:
+    """A channel with the micro-batch processor from the start of ``topic`` until ``total`` events
+    are committed; events/s from the first batch to the last commit, and the peak held."""
     from jetkafka.channel import InboundChannel
     from jetkafka.spark import SparkMicroBatchProcessor
 
-    seen = {"events": 0, "first": 0.0, "last": 0.0}
+    seen = {"first": 0.0, "last": 0.0}
     lock = threading.Lock()
-
-    def fn(df: Any, batch_id: int) -> None:
-        bench.materialize(df)
 
     class FirstBatchTimed(SparkMicroBatchProcessor):
         # Notes when the first batch reaches the processor: the clock starts there.
@@ -86,14 +94,17 @@ def end_to_end(cluster: BenchCluster, topic: str, total: int, spark: Any, bench:
                     seen["first"] = seen["first"] or time.perf_counter()
             return super().on_next_batch(source, events)
 
-    processor = FirstBatchTimed(fn, spark=spark)
+    processor = FirstBatchTimed(workload.batch_function(), spark=spark, **workload.processor_options())
     group = cluster.group(f"spark-{uuid.uuid4().hex[:6]}")
     channel = InboundChannel.from_dict(cluster.channel_config(group, topic), processor=processor)
+    peak_held = 0
     channel.start()
     try:
         deadline = time.monotonic() + 900
         while True:
             stats = processor.stats()
+            # Sampled every 10 ms: a peak shorter than that may be missed, never overstated.
+            peak_held = max(peak_held, stats["held_events"])
             if stats.get("events", 0) >= total:
                 seen["last"] = time.perf_counter()
                 break
@@ -103,20 +114,35 @@ def end_to_end(cluster: BenchCluster, topic: str, total: int, spark: Any, bench:
     finally:
         channel.shutdown(timeout=60)
     seconds = seen["last"] - seen["first"]
-    return {"events": total, "seconds": seconds, "events_per_s": total / seconds, "micro_batches": stats.get("batches")}
+    batches = stats.get("batches") or 0
+    return {
+        "events": total,
+        "seconds": seconds,
+        "events_per_s": total / seconds,
+        "micro_batches": batches,
+        "mean_micro_batch_events": total / batches if batches else None,
+        "failures": stats.get("failures", 0),
+        "peak_held_events": peak_held,
+        "max_events": workload.max_events,
+        "micro_batches_in_memory_at_peak": peak_held / workload.max_events,
+    }
 
 
-def run(cluster: BenchCluster, events: int, repeat: int, progress: Any, topic: str | None = None) -> dict[str, Any]:
+def run(cluster: BenchCluster, events: int, repeat: int, progress: Any, topic: str | None = None,
+        workload: str = "noop") -> dict[str, Any]:
     settings: dict[str, Any] = {
         "events": events,
         "event_bytes": EVENT_BYTES,
         "master": MASTER,
         "repeat": repeat,
+        "workload": workload,
         "benchmark": "benchmarks/spark_arrow_vs_rows.py (via_arrow, via_rows, materialize, best_time)",
     }
     try:
         bench = load_benchmark()
         import pyspark  # noqa: F401
+
+        work = Workload.named(workload, cluster.workdir / "spark-output", bench.materialize)
     except ImportError as exc:
         progress.advance(steps())
         return {"unavailable": str(exc), "settings": settings}
@@ -125,10 +151,14 @@ def run(cluster: BenchCluster, events: int, repeat: int, progress: Any, topic: s
 
     chunk = ChannelConfig(group="g", topics=("t",)).batch_max_events
     settings["chunk_events"] = chunk
+    settings["max_events"] = work.max_events
+    settings["max_interval_ms"] = work.max_interval_ms
+    if work.example is not None:
+        settings["event_bytes"] = None  # the example's JSON events, about 70 B
     if topic is None:
         topic = cluster.create_topic("spark", PARTITIONS)
-        progress.note(f"spark: producing {events:,} events of {EVENT_BYTES} B")
-        cluster.fill(topic, events, EVENT_BYTES, PARTITIONS)
+        progress.note(f"spark: producing {events:,} events ({workload} workload)")
+        work.fill(cluster, topic, events, PARTITIONS, EVENT_BYTES)
     progress.note("spark: starting a Spark session")
     records = read_records(cluster.kafka, topic, PARTITIONS, events)
     spark = build_session(
@@ -140,29 +170,48 @@ def run(cluster: BenchCluster, events: int, repeat: int, progress: Any, topic: s
         )
     )
     result: dict[str, Any] = {"settings": settings}
+
+    def through(build: Any) -> None:
+        work.batch_function()(work.parse(build(spark, records, chunk)), 0)
+
     try:
         progress.advance()
         progress.note("spark: Arrow and row-by-row DataFrames")
         for build in (bench.via_arrow, bench.via_rows):  # one unmeasured run each: warm alike
-            bench.materialize(build(spark, records, chunk))
-        arrow = bench.best_time(lambda: bench.materialize(bench.via_arrow(spark, records, chunk)), repeat)
-        rows = bench.best_time(lambda: bench.materialize(bench.via_rows(spark, records, chunk)), repeat)
+            through(build)
+        arrow = bench.best_time(lambda: through(bench.via_arrow), repeat)
+        rows = bench.best_time(lambda: through(bench.via_rows), repeat)
         n = len(records)
+        records = []  # the end-to-end run and the loop read the topic themselves: free the memory
         result["arrow"] = {"events": n, "seconds": arrow, "events_per_s": n / arrow}
         result["rows"] = {"events": n, "seconds": rows, "events_per_s": n / rows}
         result["ratio"] = rows / arrow
         progress.advance()
         progress.note("spark: end to end through a channel")
         try:
-            result["end_to_end"] = end_to_end(cluster, topic, events, spark, bench)
+            result["end_to_end"] = end_to_end(cluster, topic, events, spark, work)
         except Exception as exc:
             log.exception("spark end to end failed")
             result["end_to_end"] = {"error": str(exc)}
         progress.advance()
+        progress.note("spark: the hand-written loop")
+        try:
+            result["loop"] = hand_loop(cluster.kafka, topic, PARTITIONS, events, spark, work)
+        except Exception as exc:
+            log.exception("spark hand-written loop failed")
+            result["loop"] = {"error": str(exc)}
+        progress.advance()
     finally:
         spark.stop()
+    e2e = result["end_to_end"].get("events_per_s")
+    if e2e is not None:
+        result["end_to_end_ratios"] = {
+            "arrow": e2e / result["arrow"]["events_per_s"],
+            "rows": e2e / result["rows"]["events_per_s"],
+            "loop": e2e / result["loop"]["events_per_s"] if "events_per_s" in result["loop"] else None,
+        }
     return result
 
 
 def steps() -> int:
-    return 3
+    return 4
