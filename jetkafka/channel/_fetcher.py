@@ -272,10 +272,10 @@ class Fetcher:
         (a local read, no request), or None while it has none: with the buffer, it tells
         whether more records are known to wait (:meth:`PartitionBuffer.drained`)."""
         try:
-            _, high = self.consumer.get_watermark_offsets(tp, cached=True)
+            ends = self.consumer.get_watermark_offsets(tp, cached=True)
         except KafkaException:
             return None
-        return high if high >= 0 else None
+        return ends[1] if ends and ends[1] >= 0 else None
 
     def _on_error(self, m: Any) -> None:
         err: KafkaError = m.error()
