@@ -95,6 +95,14 @@ class BuiltMessages:
     def resume(self, partitions: list[TopicPartition]) -> None:
         self._paused.difference_update(tp.partition for tp in partitions)
 
+    def get_watermark_offsets(
+        self, partition: TopicPartition, timeout: float | None = None, cached: bool = False
+    ) -> tuple[int, int]:
+        """The built log's watermarks, 0 and ``per_partition``, as librdkafka reports those of
+        a partition it fetches from (the channel reads the cached high watermark to tell a
+        partition that drained its log from one waiting for more)."""
+        return 0, self._per_partition
+
     def commit(self, *args: Any, **kwargs: Any) -> None:
         """Nothing to mirror: the broker holds none of these offsets."""
 

@@ -17,9 +17,9 @@ batch landed in ZooKeeper):
   swing it most (a partial first fetch puts the wait for the rest inside this clock).
 
 jetkafka's rate from the assignment to the end of its last batch, before that batch's commit
-landed, is kept too: a commit waits for its partition's ``commit_interval_ms`` (100 ms by
-default), which is a large share of a run of about a second and none of the client's CPU. The
-process's CPU time per run is kept as well.
+landed, is kept too: the difference is the round trip of that commit, which the channel sends
+as soon as the partition has drained its log, and, behind a commit of the partition still in
+flight, that one's. The process's CPU time per run is kept as well.
 """
 
 from __future__ import annotations

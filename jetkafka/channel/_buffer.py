@@ -1,10 +1,11 @@
 """An owned partition's buffer: what the fetcher fetched and the worker has not taken yet.
 
 :class:`PartitionBuffer` is the one owner of the buffered runs and of the fetch-side fields
-(``fetch_next``, ``seek_pending``, ``fetch_paused``, ``out_of_range``, ``closed``). Every one of
-them is written only under ``lock``, by its methods:
+(``fetch_next``, ``log_end``, ``seek_pending``, ``fetch_paused``, ``out_of_range``, ``closed``).
+Every one of them is written only under ``lock``, by its methods:
 
-* the fetcher thread appends (:meth:`append`), marks the fetch offset out of range
+* the fetcher thread appends (:meth:`append`, with the log's end as the broker last reported
+  it), marks the fetch offset out of range
   (:meth:`mark_out_of_range`) and ends the wait for a seek (:meth:`fetching_from`);
 * the worker holding the partition's turn takes batches (:meth:`take_batch`), puts a batch's
   tail back (:meth:`unread`) and restarts the buffer at a new offset (:meth:`restart_at`);
@@ -13,8 +14,9 @@ them is written only under ``lock``, by its methods:
 * the controller thread sets :meth:`await_seek` on a new buffer before it is shared.
 
 Reads without the lock (``buffered``, ``out_of_range``, ``closed`` by the work queue and the
-worker) see a value that is at worst one step old; a late one only queues or skips a turn
-that the next offer corrects. ``lock`` is a leaf: nothing else is locked under it but the
+worker; :meth:`drained` by the worker) see a value that is at worst one step old; a late one
+only queues or skips a turn that the next offer corrects, or times a commit by the interval
+rather than at once. ``lock`` is a leaf: nothing else is locked under it but the
 budget's own lock.
 """
 
@@ -54,6 +56,9 @@ class PartitionBuffer:
         self.buffered = 0  # events in the buffer
         self.buffered_bytes = 0
         self.fetch_next = start_offset  # next offset the fetcher may append
+        # The partition's log end (high watermark) as the broker reported it by the latest
+        # append; None while unknown. Past ``fetch_next``: more records wait in the log.
+        self.log_end: int | None = None
         self.seek_pending = False  # drop appends until the fetcher re-positions
         self.fetch_paused = False  # librdkafka fetching paused because the buffer is full
         self.out_of_range = False  # the broker reported the fetch offset out of range
@@ -61,12 +66,16 @@ class PartitionBuffer:
 
     # -- the fetcher ---------------------------------------------------------------------------
 
-    def append(self, run: list[Message]) -> bool:
+    def append(self, run: list[Message], log_end: int | None = None) -> bool:
         """Append consecutive messages of this partition; returns True if fetching should pause.
+        ``log_end`` is the partition's high watermark as the fetching consumer knows it now
+        (None: not known), kept for :meth:`drained`.
 
         The list itself is kept (not copied): the fetcher hands it over and does not touch it again.
         """
         with self.lock:
+            if log_end is not None:
+                self.log_end = log_end
             if self.seek_pending or self.closed:
                 return False
             if offset_of(run[0]) < self.fetch_next:
@@ -88,6 +97,15 @@ class PartitionBuffer:
             return False
 
     # -- the worker holding the turn -----------------------------------------------------------
+
+    def drained(self) -> bool:
+        """Nothing fetched waits here, and the fetch has reached the log's end as the broker
+        last reported it (or that end is not known): records may still be produced, but none
+        is known to be waiting. Read without the lock (a value at worst one append old)."""
+        if self.buffered:
+            return False
+        log_end = self.log_end
+        return log_end is None or self.fetch_next >= log_end
 
     def take_batch(self, max_events: int, max_bytes: int) -> tuple[list[Message], bool]:
         """Up to ``max_events`` / ``max_bytes`` (at least one event); and whether to resume fetching."""

@@ -9,13 +9,28 @@ it: the two are the only writers of a partition's commit state.
 
 Guarantee: a partition's commits land in the order its worker made them, each only after the
 batches before its offset were processed, and only while this instance still owns the
-partition. At most one commit per partition is in flight, and one is sent at most every
-``commit_interval_ms`` (``channel.commit_interval_ms``); an advance made meanwhile waits, and a
-later one replaces it, since only the newest offset needs writing. A waiting advance is sent
-when the interval is up, whether or not more batches come. The delivery guarantee stays
-at-least-once: after a crash, the events a new owner re-reads are those processed since the
-last commit that landed, as without pipelining, so at most ``commit_interval_ms`` plus one
-ZooKeeper round trip of processing more.
+partition. At most one commit per partition is in flight. An advance is sent when the
+partition's previous commit went out at least ``commit_interval_ms``
+(``channel.commit_interval_ms``) ago; otherwise it waits, and a later one replaces it, since
+only the newest offset needs writing. A waiting advance is sent when the interval is up,
+whether or not more batches come.
+
+One exception, the end of a backlog: an advance made when the partition has *drained*
+(:meth:`PartitionState.drained`: nothing fetched waits for the processor, and the fetch reached
+the log's end as the broker last reported it) is sent at once (after the answer to the commit
+in flight, if any) when the partition is in a backlog: its last commit carried an advance made
+while records were still waiting (a *busy* one), and either that commit went out at once, an
+interval or more after the one before it, or the commit before it was busy too (the records
+kept the partition busy for at least an interval). So a backlog commits once per interval and
+its last offset at once; a partition that drains after every batch (a trickle), or in bursts
+that fit between two commits, commits at most once per interval, as before; and, since an
+early commit needs a busy commit before it that went out on the interval rule, a partition
+never sends more than two commits within one interval. No advance waits longer than before: at
+most the interval after the previous commit went out, or until that commit's answer if it
+comes later.
+The delivery guarantee stays at-least-once: after a crash, the events a new owner re-reads are
+those processed since the last commit that landed, as without pipelining, so at most
+``commit_interval_ms`` plus one ZooKeeper round trip of processing more.
 
 Failure modes: a commit refused by the fence marks the partition lost; its worker calls
 ``on_exception`` with :class:`PartitionLost` at the next turn. A commit without an answer
@@ -62,6 +77,13 @@ class CommitPipeline:
         self._answer = threading.Condition()
         self._in_flight: set[PartitionState] = set()
         self._waiting: dict[PartitionState, int] = {}  # the next offset to send, per partition
+        # Whether the newest advance handed over (waiting, or the one sent last) found the
+        # partition drained; whether the last commit sent carried a busy one (made while records
+        # were still waiting); and whether the partition is in a backlog (module docstring),
+        # which lets a drained advance go at once.
+        self._drained: dict[PartitionState, bool] = {}
+        self._sent_busy: dict[PartitionState, bool] = {}
+        self._backlog: dict[PartitionState, bool] = {}
         self._sent_at: dict[PartitionState, float] = {}
         # Waiting advances of partitions with nothing in flight, sent when their interval is up.
         self._due: list[tuple[float, int, PartitionState]] = []
@@ -70,21 +92,32 @@ class CommitPipeline:
         self._timer = threading.Thread(target=self._send_when_due, name="jetkafka-commit-timer", daemon=True)
         self._timer.start()
 
-    def submit(self, state: PartitionState, offset: int) -> None:
-        """Commit ``offset`` for ``state`` without waiting (by the worker holding its turn)."""
+    def submit(self, state: PartitionState, offset: int, drained: bool) -> None:
+        """Commit ``offset`` for ``state`` without waiting (by the worker holding its turn);
+        ``drained``: the partition had drained when the advance was made (the module's
+        docstring says what that changes)."""
         with self._answer:
             if state.commit_pending is not None:
                 # A synchronous retry is due at the partition's next turn: let it write the newest.
                 state.commit_pending = offset
                 return
+            self._drained[state] = drained
             if state in self._in_flight:
                 self._waiting[state] = offset
                 return
             if self._hold(state, offset):
                 return
-            self._in_flight.add(state)
-            self._sent_at[state] = time.monotonic()
+            self._sending(state, time.monotonic(), after_quiet=True)
         self._send(state, offset)
+
+    def _sending(self, state: PartitionState, now: float, after_quiet: bool = False) -> None:
+        """The newest advance of ``state`` goes out now (under ``_answer``); ``after_quiet``:
+        at once as it was made, nothing in flight and the interval up (or no commit before)."""
+        busy = not self._drained.get(state, False)
+        self._backlog[state] = busy and (after_quiet or self._sent_busy.get(state, False))
+        self._sent_busy[state] = busy
+        self._in_flight.add(state)
+        self._sent_at[state] = now
 
     def _hold(self, state: PartitionState, offset: int) -> bool:
         """Keep ``offset`` waiting if the partition's last commit went out less than the
@@ -101,8 +134,15 @@ class CommitPipeline:
         return True
 
     def _next_send_at(self, state: PartitionState) -> float:
-        """When the partition's next commit may go out: the interval after its last one."""
-        return self._sent_at.get(state, 0.0) + self._interval_s
+        """When the partition's newest advance may go out (under ``_answer``): the interval
+        after its last commit; at once if it found the partition drained at the end of a
+        backlog."""
+        sent_at = self._sent_at.get(state)
+        if sent_at is None:
+            return 0.0
+        if self._drained.get(state, False) and self._backlog.get(state, False):
+            return sent_at
+        return sent_at + self._interval_s
 
     def _send_when_due(self) -> None:
         while True:
@@ -122,8 +162,7 @@ class CommitPipeline:
                     if at > now:
                         heapq.heappush(self._due, (at, next(self._seq), state))
                         continue
-                    self._in_flight.add(state)
-                    self._sent_at[state] = now
+                    self._sending(state, now)
                     sends.append((state, self._waiting.pop(state)))
             for state, offset in sends:
                 self._send(state, offset)
@@ -153,6 +192,9 @@ class CommitPipeline:
                 # The lease gives up on the answer as well; the next write reconciles.
                 self._in_flight.discard(state)
             self._sent_at.pop(state, None)
+            self._sent_busy.pop(state, None)
+            self._backlog.pop(state, None)
+            self._drained.pop(state, None)
             if waiting is not None:
                 state.commit_pending = waiting
 
@@ -190,8 +232,7 @@ class CommitPipeline:
             waiting = self._waiting.pop(state, None)
             self._in_flight.discard(state)
             if error is None and waiting is not None and not self._hold(state, waiting):
-                self._in_flight.add(state)
-                self._sent_at[state] = time.monotonic()
+                self._sending(state, time.monotonic())
                 send = waiting
             elif isinstance(error, CommitUncertain):
                 state.commit_pending = waiting if waiting is not None else offset

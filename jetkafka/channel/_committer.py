@@ -99,13 +99,15 @@ class PartitionCommitter:
     # -- a turn's commits ------------------------------------------------------------------
 
     def advance(self, state: PartitionState, offset: int) -> bool:
-        """A processor's ``advance()`` to ``offset``: handed to the pipeline, or committed now
-        without one. False if the partition was lost."""
+        """A processor's ``advance()`` to ``offset``: handed to the pipeline (with whether the
+        partition has drained, which may send it before the interval is up: see
+        :mod:`jetkafka.channel._commit_pipeline`), or committed now without one. False if the
+        partition was lost."""
         if self._pipeline is None:
             return self.commit(state, offset)
         if state.last_commit != offset or state.commit_pending is not None:
             state.advanced = offset
-            self._pipeline.submit(state, offset)
+            self._pipeline.submit(state, offset, state.drained())
         return True
 
     def commit(self, state: PartitionState, offset: int) -> bool:

@@ -262,9 +262,20 @@ class Fetcher:
         if state is None:
             return  # released since the fetch: drop
         self.events_fetched += len(run)
-        if state.buffer.append(run):
-            self.consumer.pause([TopicPartition(key[0], key[1])])
+        tp = TopicPartition(key[0], key[1])
+        if state.buffer.append(run, self._log_end(tp)):
+            self.consumer.pause([tp])
         self._on_data(state)
+
+    def _log_end(self, tp: TopicPartition) -> int | None:
+        """The partition's high watermark from the fetching consumer's latest fetch response
+        (a local read, no request), or None while it has none: with the buffer, it tells
+        whether more records are known to wait (:meth:`PartitionBuffer.drained`)."""
+        try:
+            ends = self.consumer.get_watermark_offsets(tp, cached=True)
+        except KafkaException:
+            return None
+        return ends[1] if ends and ends[1] >= 0 else None
 
     def _on_error(self, m: Any) -> None:
         err: KafkaError = m.error()

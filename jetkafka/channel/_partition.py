@@ -168,5 +168,12 @@ class PartitionState:
     def has_buffered(self) -> bool:
         return self.buffer.buffered > 0 or self.redeliver is not None
 
+    def drained(self) -> bool:
+        """By the worker holding the turn: nothing fetched waits for the processor (nothing
+        buffered or to re-deliver) and the fetch reached the log's end as last reported
+        (:meth:`PartitionBuffer.drained`). What times an advance's commit
+        (:meth:`PartitionCommitter.advance`)."""
+        return self.redeliver is None and self.buffer.drained()
+
     def __repr__(self) -> str:
         return f"{self.topic}[{self.partition}]@{self.position}"

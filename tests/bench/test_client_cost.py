@@ -74,3 +74,8 @@ def test_one_cpu_pins_every_thread_and_gives_them_back() -> None:
     finally:
         stop.set()
         older.join()
+
+
+def test_the_built_log_reports_its_end_as_a_fetched_partitions_high_watermark() -> None:
+    # What librdkafka caches from its fetch responses; the channel reads it to tell a drained log.
+    assert BuiltMessages("t", 7, b"v").get_watermark_offsets(TopicPartition("t", 3), cached=True) == (0, 7)

@@ -138,3 +138,21 @@ def test_only_the_fetchers_move_to_the_awaited_offset_ends_the_wait_for_a_seek()
     state.buffer.fetching_from(50)
     state.buffer.append(fetched(50, 5))
     assert offsets(state.buffer.take_batch(100, 1 << 20)[0]) == list(range(50, 55))
+
+
+def test_drained_means_nothing_buffered_and_the_fetch_at_the_log_end_last_reported() -> None:
+    state, _ = new_state()
+    assert state.drained()  # nothing fetched, and no log end known: nothing is known to wait
+    state.buffer.append(fetched(0, 10), log_end=30)
+    assert not state.drained()  # buffered
+    state.buffer.take_batch(10, 1 << 20)
+    assert not state.has_buffered() and not state.drained()  # the log holds 20 more
+    state.buffer.append(fetched(10, 20), log_end=30)
+    state.buffer.take_batch(100, 1 << 20)
+    assert state.drained()
+    state.buffer.append(fetched(30, 5))  # no log end with this run: the one known before stays
+    assert state.buffer.log_end == 30
+    batch, _ = state.buffer.take_batch(100, 1 << 20)
+    assert state.drained()
+    state.redeliver = batch  # a failed batch to deliver again is still waiting
+    assert not state.drained()

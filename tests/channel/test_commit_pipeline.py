@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -17,7 +19,10 @@ from jetkafka import (
     PartitionSnapshot,
     PartitionSource,
 )
+from jetkafka.channel._budget import BufferBudget
+from jetkafka.channel._commit_pipeline import CommitPipeline
 from jetkafka.channel._context import ChannelContext
+from jetkafka.channel._partition import PartitionState
 from tests.support.channels import make_channel, values, wait_until
 from tests.support.group_watch import committed, offset_nodes
 
@@ -181,9 +186,10 @@ def test_commit_interval_spaces_the_commits_and_the_last_one_lands_when_traffic_
         elapsed = time.monotonic() - started
         _, after = offset_nodes(zk, topic)[0]
     assert proc.count() == 400
-    # One write per 400 ms at most (plus the one sent at once after a quiet spell), where one
-    # per batch would be about 80.
-    assert 2 <= after - before <= elapsed / 0.4 + 2, (after - before, elapsed)
+    # One write per 400 ms at most, where one per batch would be about 80; plus the one sent at
+    # once after a quiet spell, the end of the burst it started (a backlog after a quiet
+    # interval goes at once), and the last one once the traffic stopped.
+    assert 2 <= after - before <= elapsed / 0.4 + 3, (after - before, elapsed)
 
 
 def test_a_graceful_release_commits_the_advance_waiting_for_its_interval(
@@ -196,14 +202,61 @@ def test_a_graceful_release_commits_the_advance_waiting_for_its_interval(
     try:
         wait_until(lambda: committed(zk, topic) == {0: 0, 1: 0}, what="first commits")
         produce(topic, values(400, 2))
-        wait_until(lambda: first.count() == 400, what="all events processed")
+        # The first advance goes out at once, the next ones wait for the minute to pass, and the
+        # one that drains the backlog goes at once again.
+        wait_until(lambda: committed(zk, topic) == {0: 200, 1: 200}, what="the backlog committed")
+        produce(topic, values(20, 2, start=400))
+        wait_until(lambda: first.count() == 420, what="all events processed")
         time.sleep(0.5)
-        # The first advance went out at once; every later one waits for the minute to pass.
-        assert all(offset < 200 for offset in committed(zk, topic).values()), committed(zk, topic)
+        # Drained again right after a drained commit: this advance waits for the interval.
+        assert committed(zk, topic) == {0: 200, 1: 200}
     finally:
         channel.shutdown(timeout=30)
-    assert committed(zk, topic) == {0: 200, 1: 200}
-    assert_next_owner_starts_at(zk_connect, kafka_config, topic, produce, 200)
+    assert committed(zk, topic) == {0: 210, 1: 210}
+    assert_next_owner_starts_at(zk_connect, kafka_config, topic, produce, 210)
+
+
+
+def test_the_last_commit_of_a_backlog_lands_at_once_whatever_the_interval(
+    zk_connect: str, zk: KazooClient, kafka_config: dict[str, Any], topic_factory: Any, produce: Any
+) -> None:
+    topic = topic_factory(partitions=1)
+    produce(topic, values(300, 1))
+    proc = FastAdvance()
+    started = time.monotonic()
+    # 30 batches, a commit at most every 30 s: the first goes out at once, the ones made while
+    # records still wait are held, and the one that drains the partition's log goes at once.
+    with make_channel(zk_connect, kafka_config, topic, proc, batch_max_events=10, commit_interval_ms=30_000):
+        wait_until(lambda: committed(zk, topic) == {0: 300}, timeout=20, what="the backlog's last offset committed")
+        landed_after = time.monotonic() - started
+        _, version = offset_nodes(zk, topic)[0]
+    assert proc.count() == 300
+    assert landed_after < 25, landed_after  # not at the interval's end
+    # The take-over's writes, the first advance and the last one: no write per batch.
+    assert version <= 4, version
+
+
+def test_a_trickle_that_drains_the_partition_after_every_record_commits_once_per_interval(
+    zk_connect: str, zk: KazooClient, kafka_config: dict[str, Any], topic_factory: Any, produce: Any
+) -> None:
+    topic = topic_factory(partitions=1)
+    proc = FastAdvance()
+    with make_channel(zk_connect, kafka_config, topic, proc, commit_interval_ms=1000) as channel:
+        wait_until(lambda: channel.owned_partitions() == [(topic, 0)], what="partition taken")
+        wait_until(lambda: committed(zk, topic) == {0: 0}, what="the first commit")
+        _, before = offset_nodes(zk, topic)[0]
+        started = time.monotonic()
+        for i in range(60):  # one record every 50 ms for 3 s: each batch drains the partition
+            produce(topic, values(1, 1, start=i))
+            time.sleep(0.05)
+        elapsed = time.monotonic() - started
+        _, during = offset_nodes(zk, topic)[0]
+        wait_until(lambda: committed(zk, topic) == {0: 60}, timeout=10, what="the last record committed")
+    assert proc.count() == 60
+    # One write per second at most while the records came; one per record would be 60. The
+    # margin covers a first commit at once and one early commit where a fetch found a newer
+    # record already in the log (the record's advance then counts as made while one waited).
+    assert during - before <= elapsed / 1.0 + 2, (during - before, elapsed)
 
 
 class WatchesLandedCommits(FastAdvance):
@@ -235,3 +288,111 @@ def test_commits_never_go_back_while_advances_cross_the_interval(
     assert len(set(landed)) > 20, "too few commits landed while batches ran to show anything"
     backwards = [(a, b) for a, b in itertools.pairwise(landed) if b < a]
     assert backwards == [], f"an older offset landed after a newer one: {backwards[:5]}"
+
+
+# -- when an advance is sent: drained partitions, against a fake ZooKeeper ---------------------
+
+
+class HeldAnswers:
+    """The offset store: records each asynchronous commit and answers it when told."""
+
+    def __init__(self) -> None:
+        self.sent: list[int] = []
+        self._unanswered: list[tuple[Any, int, Callable[[Exception | None], None]]] = []
+
+    def commit_async(self, lease: Any, offset: int, done: Callable[[Exception | None], None]) -> None:
+        self.sent.append(offset)
+        self._unanswered.append((lease, offset, done))
+
+    def answer(self) -> None:
+        while self._unanswered:
+            lease, offset, done = self._unanswered.pop(0)
+            lease.committed = offset
+            done(None)
+
+
+def _pipeline(interval_s: float) -> tuple[CommitPipeline, HeldAnswers, PartitionState]:
+    store = HeldAnswers()
+    pipeline = CommitPipeline(store, lambda key, offset: None, lambda key, cause: None, lambda state: None,  # type: ignore[arg-type]
+                              interval_s)
+    lease = SimpleNamespace(topic="t", partition=0, key=("t", 0), committed=0)
+    state = PartitionState(lease, 0, 100, 1 << 20, BufferBudget(100, 1 << 20))  # type: ignore[arg-type]
+    return pipeline, store, state
+
+
+def test_the_advance_that_drains_a_backlog_is_sent_at_once_not_at_the_intervals_end() -> None:
+    pipeline, store, state = _pipeline(interval_s=30)
+    try:
+        pipeline.submit(state, 10, drained=False)  # the first commit goes out at once
+        store.answer()
+        pipeline.submit(state, 20, drained=False)  # records still waiting: held for 30 s
+        pipeline.submit(state, 30, drained=False)
+        assert store.sent == [10]
+        pipeline.submit(state, 40, drained=True)  # the backlog's end: at once, replacing 30
+        assert store.sent == [10, 40]
+        store.answer()
+        # The commit before was itself a drained one: the interval holds the next ones again.
+        pipeline.submit(state, 50, drained=True)
+        pipeline.submit(state, 60, drained=False)
+        pipeline.submit(state, 70, drained=True)
+        assert store.sent == [10, 40]
+    finally:
+        pipeline.close()
+
+
+def test_a_drained_advance_behind_a_commit_in_flight_goes_when_that_one_is_answered() -> None:
+    pipeline, store, state = _pipeline(interval_s=30)
+    try:
+        pipeline.submit(state, 10, drained=False)
+        pipeline.submit(state, 20, drained=True)  # waits for the answer to 10, not for 30 s
+        assert store.sent == [10]
+        store.answer()
+        assert store.sent == [10, 20]
+        store.answer()
+        assert state.committed == 20
+    finally:
+        pipeline.close()
+
+
+def test_a_burst_between_two_commits_waits_for_the_interval_and_one_across_two_is_a_backlog() -> None:
+    pipeline, store, state = _pipeline(interval_s=30)
+
+    def interval_up() -> None:
+        """The interval ends now: the timer sends the advance waiting, then it is 30 s again."""
+        sent = len(store.sent)
+        pipeline.set_interval(0)
+        wait_until(lambda: len(store.sent) == sent + 1, timeout=5, what="the timer's commit")
+        pipeline.set_interval(30)
+        store.answer()
+
+    try:
+        pipeline.submit(state, 10, drained=True)  # a trickle's record: at once, then one per interval
+        store.answer()
+        pipeline.submit(state, 20, drained=True)
+        interval_up()
+        # A burst whose first batch went out on the interval rule, the commit before it a
+        # drained one: its last advance waits for the interval like any other.
+        pipeline.submit(state, 30, drained=False)
+        interval_up()
+        pipeline.submit(state, 40, drained=True)
+        assert store.sent == [10, 20, 30]
+        # Records still waiting at the next commit too: a backlog, whose end goes at once.
+        pipeline.submit(state, 50, drained=False)
+        interval_up()
+        pipeline.submit(state, 60, drained=True)
+        assert store.sent == [10, 20, 30, 50, 60]
+    finally:
+        pipeline.close()
+
+
+def test_a_partition_that_drains_after_every_batch_commits_once_per_interval() -> None:
+    pipeline, store, state = _pipeline(interval_s=30)
+    try:
+        for offset in range(1, 200):  # a trickle: every advance finds the partition drained
+            pipeline.submit(state, offset, drained=True)
+            store.answer()
+        assert store.sent == [1]  # the first at once, the newest waits for the interval
+        pipeline.set_interval(0)  # a hot deploy: the waiting one is re-timed and sent
+        wait_until(lambda: store.sent == [1, 199], timeout=5, what="the waiting advance sent")
+    finally:
+        pipeline.close()

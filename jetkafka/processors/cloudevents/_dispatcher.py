@@ -34,8 +34,8 @@ and the record at the new position starts as a first delivery.
 
 Guarantees: every record is delivered (2xx) or acknowledged by the dead-letter sink before
 its offset is committed (at least once). A batch ends with a commit of everything finished,
-made before the partition's next batch starts and not left to the commit pipeline (which sends
-at most one commit per ``channel.commit_interval_ms``), so after a crash only the records
+made before the partition's next batch starts and not left to the commit pipeline (which merges
+advances into one commit per ``channel.commit_interval_ms`` while records keep coming), so after a crash only the records
 finished since the last commit are sent again: at most the batch in flight
 (``channel.batch_max_events`` records, started at the committed offset). When ZooKeeper does
 not answer that commit, the batch's ``advance()`` carries it and the channel retries it; until
