@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from jetkafka.bench._handoff import percentile
 from jetkafka.bench._spark import MASTER
-from jetkafka.bench._spark_workload import EXAMPLE_MAX_EVENTS, EXAMPLE_MAX_INTERVAL_MS, load_example
+from jetkafka.bench._spark_workload import example_settings, load_example
 from jetkafka.bench._stack import BenchCluster
 from jetkafka.devstack._lifetime import die_with_parent
 
@@ -49,7 +49,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("jetkafka.bench")
 
 PARTITIONS = 8
-CHANNEL = {"threads": 2, "batch_max_events": 5_000, "buffer_max_events": 20_000}  # examples/pipeline/pipeline.yaml
 POLL_S = 0.005  # how often the committed offsets are read
 CREATE_TIME = 1  # confluent_kafka.TIMESTAMP_CREATE_TIME
 
@@ -136,15 +135,16 @@ def produce_in_child(cluster: BenchCluster, topic: str, rate: int, seconds: floa
 
 
 def run(cluster: BenchCluster, rate: int, seconds: float, progress: Any) -> dict[str, Any]:
+    channel_settings, max_events, max_interval_ms = example_settings()
     settings: dict[str, Any] = {
         "rate_events_per_s": rate,
         "seconds": seconds,
         "partitions": PARTITIONS,
         "master": MASTER,
-        "channel": dict(CHANNEL),
-        "max_events": EXAMPLE_MAX_EVENTS,
-        "max_interval_ms": EXAMPLE_MAX_INTERVAL_MS,
-        "target_s": EXAMPLE_MAX_INTERVAL_MS / 1000 + 1.0,
+        "channel": dict(channel_settings),
+        "max_events": max_events,
+        "max_interval_ms": max_interval_ms,
+        "target_s": max_interval_ms / 1000 + 1.0,
         "poll_s": POLL_S,
     }
     try:
@@ -179,10 +179,10 @@ def run(cluster: BenchCluster, rate: int, seconds: float, progress: Any) -> dict
     ))
     processor = Watched(
         aggregates.minute_writer(str(cluster.workdir / "latency-output")), spark=spark, value_format="json",
-        schema=events.EVENT_SCHEMA, max_events=EXAMPLE_MAX_EVENTS, max_interval_ms=EXAMPLE_MAX_INTERVAL_MS,
+        schema=events.EVENT_SCHEMA, max_events=max_events, max_interval_ms=max_interval_ms,
     )
     group = cluster.group(f"latency-{uuid.uuid4().hex[:6]}")
-    channel = InboundChannel.from_dict(cluster.channel_config(group, topic, **CHANNEL), processor=processor)
+    channel = InboundChannel.from_dict(cluster.channel_config(group, topic, **channel_settings), processor=processor)
     stop = threading.Event()
 
     def watch_commits() -> None:

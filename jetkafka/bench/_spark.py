@@ -96,7 +96,7 @@ def end_to_end(cluster: BenchCluster, topic: str, total: int, spark: Any, worklo
 
     processor = FirstBatchTimed(workload.batch_function(), spark=spark, **workload.processor_options())
     group = cluster.group(f"spark-{uuid.uuid4().hex[:6]}")
-    channel = InboundChannel.from_dict(cluster.channel_config(group, topic), processor=processor)
+    channel = InboundChannel.from_dict(cluster.channel_config(group, topic, **(workload.channel or {})), processor=processor)
     peak_held = 0
     channel.start()
     try:

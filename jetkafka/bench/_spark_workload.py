@@ -30,8 +30,20 @@ log = logging.getLogger("jetkafka.bench")
 
 WORKLOADS = ("noop", "aggregate")
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLE_MAX_EVENTS = 50_000  # examples/pipeline/pipeline.yaml
-EXAMPLE_MAX_INTERVAL_MS = 1_000
+EXAMPLE_YAML = REPO / "examples" / "pipeline" / "pipeline.yaml"
+# The example's channel settings that shape its micro-batches and buffers (the rest are the bench's).
+EXAMPLE_CHANNEL_KEYS = ("threads", "batch_max_events", "buffer_max_events")
+
+
+def example_settings() -> tuple[dict[str, Any], int, int]:
+    """The example pipeline's channel settings, ``max_events`` and ``max_interval_ms``, as its YAML
+    file sets them (defaults of its ``${...}`` values), so the benchmark runs what ``make run`` runs."""
+    from jetkafka.config import load_config
+
+    config = load_config(EXAMPLE_YAML, env={})
+    channel = {key: getattr(config.channel, key) for key in EXAMPLE_CHANNEL_KEYS}
+    options = config.processor.options if config.processor is not None else {}
+    return channel, int(options["max_events"]), int(options["max_interval_ms"])
 
 
 def load_example() -> tuple[ModuleType, ModuleType]:
@@ -62,6 +74,7 @@ class Workload:
     out_dir: Path  # where the aggregate workload's Parquet output goes; removed with the run's workdir
     materialize: Callable[[Any], None]  # the benchmark script's noop write
     example: tuple[ModuleType, ModuleType] | None = None
+    channel: dict[str, Any] | None = None  # channel settings of the end-to-end run (None: the bench's)
 
     @classmethod
     def named(cls, name: str, out_dir: Path, materialize: Callable[[Any], None]) -> Workload:
@@ -72,8 +85,9 @@ class Workload:
             return cls(name, "binary", None, int(processor_default("max_events")),
                        int(processor_default("max_interval_ms")), out_dir, materialize)
         events, aggregates = load_example()
-        return cls(name, "json", str(events.EVENT_SCHEMA), EXAMPLE_MAX_EVENTS, EXAMPLE_MAX_INTERVAL_MS, out_dir,
-                   materialize, (events, aggregates))
+        channel, max_events, max_interval_ms = example_settings()
+        return cls(name, "json", str(events.EVENT_SCHEMA), max_events, max_interval_ms, out_dir,
+                   materialize, (events, aggregates), channel)
 
     def processor_options(self) -> dict[str, Any]:
         options: dict[str, Any] = {"max_events": self.max_events, "max_interval_ms": self.max_interval_ms,

@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 from jetkafka.bench import _report as report
-from jetkafka.bench._spark_workload import EXAMPLE_MAX_EVENTS, Workload, processor_default
+from jetkafka.bench._spark_workload import Workload, example_settings, processor_default
+
+EXAMPLE_MAX_EVENTS = example_settings()[1]
 
 REPO = Path(__file__).resolve().parents[2]
 EVENTS = 6_000
