@@ -48,6 +48,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--keep-stack", action="store_true", help="leave ZooKeeper and the broker running")
     parser.add_argument("--timeout", type=float, default=900, help="give up after this many seconds of running")
     parser.add_argument("--verbose", action="store_true", help="show jetkafka's INFO logs")
+    parser.add_argument("--spark-jobs", action="store_true",
+                        help="also print the time Spark's stages took (from its REST API; needs spark.ui.enabled)")
     return parser.parse_args(argv)
 
 
@@ -156,6 +158,7 @@ def run_pipeline(args: argparse.Namespace, info: StackInfo, progress: Progress) 
         finally:
             channel.shutdown()
         stats = processor.stats()
+        stages = spark_stage_seconds(spark) if args.spark_jobs else None
         minutes = rollup(ParquetSink(output).read(spark)).collect()
     finally:
         spark.stop()
@@ -171,7 +174,36 @@ def run_pipeline(args: argparse.Namespace, info: StackInfo, progress: Progress) 
         "wall": wall,
         "warm_up": warm,
         "output": output,
+        "stages": stages,
     }
+
+
+def spark_stage_seconds(spark: Any) -> tuple[int, float, float] | None:
+    """Spark's completed stages: how many, their summed seconds from submission to completion,
+    and their executors' run seconds, read from the driver's REST API; None when the UI is off
+    or unreachable. Against the processor's ``fn`` seconds, what is left is driver-side work:
+    planning, code generation, job set-up and the output commit protocol."""
+    import datetime as dt
+    import json
+    import urllib.request
+
+    url = spark.sparkContext.uiWebUrl
+    if not url:
+        return None
+    app = spark.sparkContext.applicationId
+    try:
+        with urllib.request.urlopen(f"{url}/api/v1/applications/{app}/stages?status=complete", timeout=10) as r:
+            stages = json.load(r)
+    except OSError:
+        return None
+
+    def at(text: str) -> float:
+        return dt.datetime.strptime(text.replace("GMT", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+
+    timed = [st for st in stages if "submissionTime" in st and "completionTime" in st]
+    wall = sum(at(st["completionTime"]) - at(st["submissionTime"]) for st in timed)
+    run = sum(st.get("executorRunTime", 0) for st in timed) / 1000
+    return len(timed), wall, run
 
 
 def print_summary(result: dict[str, Any], total: float) -> None:
@@ -184,6 +216,9 @@ def print_summary(result: dict[str, Any], total: float) -> None:
         ("pipeline wall time", f"{result['wall']:.1f} s"),
         ("Spark warm-up, whole run", f"{result['warm_up']:.1f} s, {total:.1f} s"),
         ("throughput", f"{result['committed'] / max(result['wall'], 1e-6):,.0f} events/s"),
+        ("seconds per phase, summed", ", ".join(
+            f"{phase} {stats['phase_seconds'][phase]:.1f}" for phase in ("record", "build", "fn", "commit")
+        )),
         ("output", result["output"]),
         ("check", "per-minute totals equal a plain-Python computation" if result["verified"] else "MISMATCH"),
     ]
@@ -192,6 +227,10 @@ def print_summary(result: dict[str, Any], total: float) -> None:
     print("-" * (width + 50))
     for key, value in rows:
         print(f"  {key:<{width}}  {value}")
+    if result.get("stages"):
+        count, wall, run = result["stages"]
+        print(f"\nSpark stages (warm-up and read-back included): {count}, {wall:.1f} s from submission to "
+              f"completion, {run:.1f} s of executor time")
     print("\nFirst minutes (UTC)       events        amount")
     for r in result["minutes"][:5]:
         minute = time.strftime("%Y-%m-%d %H:%M", time.gmtime(r["minute"] / 1000))
