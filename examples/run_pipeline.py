@@ -31,8 +31,14 @@ from jetkafka.channel import InboundChannel  # noqa: E402
 from jetkafka.config import load_config  # noqa: E402
 from jetkafka.devstack import DevStack, StackInfo  # noqa: E402
 from jetkafka.errors import JetkafkaError  # noqa: E402
-from jetkafka.spark import ParquetSink, SparkMicroBatchProcessor, build_session  # noqa: E402
-from jetkafka.spark import messages_to_arrow, to_dataframe, to_table  # noqa: E402
+from jetkafka.spark import (  # noqa: E402  # noqa: E402
+    ParquetSink,
+    SparkMicroBatchProcessor,
+    build_session,
+    messages_to_arrow,
+    to_dataframe,
+    to_table,
+)
 
 TEMPLATE = REPO / "examples" / "pipeline" / "pipeline.yaml"
 
