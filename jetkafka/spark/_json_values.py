@@ -15,6 +15,7 @@ the caller lets Spark parse the micro-batch. The fast path requires:
 - every value null, empty (both give a null struct, as in Spark), or one JSON object on one line:
   the first byte ``{``, the last ``}``, no line break inside. A top-level ``null``, array or
   scalar (which the two treat differently) sends the micro-batch to Spark;
+- valid UTF-8 throughout (Spark replaces invalid bytes, Arrow would keep them);
 - no value Arrow refuses: a malformed record, a number that does not fit its column, a string
   where a number is expected, an unpaired surrogate, a raw control character, a key given twice.
   Spark turns those into null fields (or its own conversions); Arrow raises, and the whole
@@ -90,6 +91,12 @@ def parse_json_values(values: pa.Array | pa.ChunkedArray, struct: pa.StructType)
         pc.invert(pc.or_(pc.match_substring(filled, "\n"), pc.match_substring(filled, "\r"))),
     )
     if not pc.all(one_object_per_line).as_py():
+        return None
+    try:
+        # Arrow's reader copies invalid UTF-8 into its strings; Spark decodes it with
+        # replacement characters first. Only valid text takes the fast route.
+        filled.cast(pa.string())
+    except pa.ArrowInvalid:
         return None
     # Each value followed by a newline: the array's data buffer is then the JSON-lines text.
     lines = pc.binary_join_element_wise(filled, pa.scalar(b"", pa.binary()), pa.scalar(b"\n", pa.binary()))

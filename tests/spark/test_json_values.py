@@ -58,6 +58,7 @@ DISAGREED = [
     b'{"id":"tab\there"}',
     b'{"id":"a","id":"b"}',
     b"\xff\xfe",
+    b'{"id":"\xc3("}',  # invalid UTF-8 inside a string, which Arrow's reader alone would keep
 ]
 
 
@@ -122,3 +123,30 @@ def test_schemas_with_other_conversions_are_left_to_spark(spark: Any) -> None:
                 "s STRUCT<t: TIMESTAMP>"):
         assert arrow_struct_type(StructType.fromDDL(ddl)) is None, ddl
     assert arrow_struct_type("id STRING") is None  # a DDL string is converted by the caller
+
+
+def test_mutated_values_parse_alike_or_go_to_spark(spark: Any) -> None:
+    """Thousands of values mutated at random (seeded): each one Arrow accepts equals from_json."""
+    import random
+
+    rng = random.Random(21)
+    alphabet = b'{}[]":,\\\ntrue0123456789.-eE null\x00\xff\xc3abc/u'
+    accepted: list[tuple[bytes, Any]] = []
+    struct = _struct(spark)
+    for _ in range(4_000):
+        value = bytearray(rng.choice([v for v in AGREED if v]))
+        for _ in range(rng.randint(0, 4)):
+            pos = rng.randrange(len(value) + 1)
+            roll = rng.random()
+            if roll < 0.4:
+                value[pos:pos] = bytes([rng.choice(alphabet)])
+            elif roll < 0.7 and len(value) > 2:
+                del value[min(pos, len(value) - 1)]
+            else:
+                value[pos:pos] = rng.choice([v for v in AGREED if v])
+        parsed = parse_json_values(pa.array([bytes(value)], pa.binary()), struct)
+        if parsed is not None:
+            accepted.append((bytes(value), parsed.to_pylist()[0]))
+    assert len(accepted) > 200  # the route is exercised, not only refused
+    expected = _from_json(spark, [v for v, _ in accepted])
+    assert [got for _, got in accepted] == expected
