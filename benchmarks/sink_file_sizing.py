@@ -25,12 +25,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from confluent_kafka import Message  # noqa: E402
+from confluent_kafka import Message
 
-from examples.pipeline.aggregates import minute_partials  # noqa: E402
-from examples.pipeline.events import EVENT_SCHEMA, encode, generate_events, records  # noqa: E402
-from jetkafka.config import SparkConfig  # noqa: E402
-from jetkafka.spark import ParquetSink, build_session, messages_to_arrow, to_dataframe, to_table  # noqa: E402
+from examples.pipeline.aggregates import minute_partials
+from examples.pipeline.events import EVENT_SCHEMA, encode, generate_events, records
+from jetkafka.config import SparkConfig
+from jetkafka.spark import ParquetSink, build_session, messages_to_arrow, to_dataframe, to_table
 
 
 def make_messages(count: int, partitions: int) -> list[Message]:

@@ -30,13 +30,16 @@ staging is ignored by readers (delete it when no write is running). Guarantees p
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
+from jetkafka.spark._compaction import SOURCE_PREFIX, read_records
 from jetkafka.spark._fence import current_fence
 from jetkafka.spark._publish import OBJECT_STORE_SCHEMES, SliceFiles, files_for, scheme_of
 
@@ -233,11 +236,34 @@ class ParquetSink:
         return StagedWrite(self, batch_id, staging, files, leaves)
 
     def read(self, spark: SparkSession) -> DataFrame:
-        """Everything written so far, with ``topic`` as a string even for topics named like numbers."""
+        """Everything written so far, with ``topic`` as a string even for topics named like numbers.
+
+        Rows of compacted micro-batches (:func:`~jetkafka.spark._compaction.compact`) come from
+        the compacted files with their own ``batch_id``; anything else in a compacted range (a
+        late file of a stale writer) is left out. A compaction running meanwhile can hide its
+        range from this read (see :mod:`jetkafka.spark._compaction`), never show a row twice.
+        """
+        from pyspark.errors import AnalysisException
         from pyspark.sql import functions as F
 
-        df = spark.read.option("basePath", self.path).parquet(self.path)
-        return df.withColumn("topic", F.col("topic").cast("string"))
+        # The records first, the tree after: a compaction moves its sources away before it
+        # records itself, so a record seen here means its sources are gone from the listing below.
+        records = read_records(self.path)
+        if not records:
+            df = spark.read.option("basePath", self.path).parquet(self.path)
+            return df.withColumn("topic", F.col("topic").cast("string"))
+        compacted = spark.read.parquet(*(os.path.join(self.path, f) for r in records for f in r.files))
+        compacted = compacted.withColumn("topic", F.col("topic").cast("string"))
+        try:
+            tree = spark.read.option("basePath", self.path).option("pathGlobFilter", f"{SOURCE_PREFIX}*").parquet(self.path)
+        except AnalysisException:  # no file left outside the compacted ones: nothing to infer a schema from
+            return compacted
+        in_compacted = functools.reduce(
+            lambda a, b: a | b, (F.col("batch_id").between(r.first, r.last) for r in records)
+        )
+        tree = tree.where(~in_compacted).withColumn("topic", F.col("topic").cast("string"))
+        aligned = compacted.select(*(F.col(f.name).cast(f.dataType).alias(f.name) for f in tree.schema.fields))
+        return tree.unionByName(aligned)
 
     def __repr__(self) -> str:
         return (
