@@ -6,15 +6,22 @@ by the next run, and a range the ledger does not show finished is refused.
 from __future__ import annotations
 
 import collections
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kazoo.client import KazooClient
 
+from jetkafka.cli import main
 from jetkafka.coordination._paths import GroupPaths
 from jetkafka.spark import CompactionRefused, ParquetSink, _compaction, compact
 from jetkafka.spark._ledger import MicroBatchLedger, encode_pending
+from tests.support.channels import channel_config
+from tests.support.processes import REPO
 
 GROUP = "g"
 Row = tuple[int, str, int, str, int]
@@ -171,3 +178,39 @@ def test_a_crash_while_switching_is_finished_and_readers_never_see_a_row_twice(
             out = tmp_path / "out2"
             sink = ParquetSink(str(out), partition_by="day", one_file_per_slice=False)
             write_batches(spark, sink, range(1, 6))
+
+
+def test_the_command_compacts_and_refuses_like_the_function(
+    spark: Any, tmp_path: Path, zk: KazooClient, zk_connect: str, kafka_config: dict[str, Any],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = tmp_path / "out"
+    sink = ParquetSink(str(out), partition_by="day", one_file_per_slice=False)
+    write_batches(spark, sink, range(1, 4))
+    before = content(spark, sink)
+    ledger(zk, next_batch_id=4, pending=(("t", 1, 3),))
+    config = tmp_path / "pipeline.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                **channel_config(zk_connect, kafka_config, ["t"]),
+                "spark": {"master": "local[1]", "conf": {"spark.ui.enabled": False}},
+            }
+        )
+    )
+    command = ["spark", "compact", "--config", str(config), "--path", str(out), "--partition-by", "day"]
+
+    # Refused before any Spark starts (in this process: the check comes first).
+    assert main([*command, "--from", "1", "--to", "3"]) == 2
+    assert "t[1] batch 3" in capsys.readouterr().err
+    assert not (out / "_jetkafka-compaction").exists()
+
+    # In a process of its own: the command stops the session it started.
+    done = subprocess.run(
+        [sys.executable, "-m", "jetkafka", *command, "--from", "1", "--to", "2", "--json"],
+        cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["compacted"] and result["rows"] == 2 * 24 and len(result["files"]) == 6
+    assert content(spark, sink) == before
