@@ -27,10 +27,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from confluent_kafka import Message
+from confluent_kafka import Message  # noqa: E402
 
-from jetkafka.config import SparkConfig
-from jetkafka.spark import (
+from jetkafka.config import SparkConfig  # noqa: E402
+from jetkafka.spark import (  # noqa: E402
     build_session,
     messages_to_arrow,
     to_dataframe,

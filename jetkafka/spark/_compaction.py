@@ -28,7 +28,8 @@ skip names starting with ``_``):
 2. Spark writes the compacted rows under the journal's ``staged/`` directory;
 3. ``moves.json``: where each staged file goes. From here on the compaction rolls forward;
 4. every source file is moved into the journal's ``removed/`` (the range disappears for
-   readers), then every staged file is moved into place;
+   readers; emptied slice, topic and batch directories are removed), then every staged file
+   is moved into place;
 5. ``done.json``: the compaction's record (range, files, rows); ``removed/`` and ``staged/``
    are deleted.
 
@@ -76,6 +77,7 @@ COMPACTED_PREFIX = "compacted-"
 # Prefix of the staging write's directory columns, copies of the real ones (Spark's partitionBy
 # takes a column out of the files; the real one must stay in). Not "_": Spark skips those.
 _COPY = "jetkafka_dir_"
+SLICE_LEVELS = ("batch_id", "topic", "partition")  # the directory levels a micro-batch adds
 
 
 class SinkLayout(Protocol):
@@ -299,7 +301,7 @@ def _sources(root: str, sink: SinkLayout, first: int, last: int) -> list[str]:
     """Relative paths of the ``part-*`` files of the slice directories of batches first..last."""
     from jetkafka.spark._publish import LocalFiles
 
-    depth = len(sink.partition_by) + 3
+    depth = len(sink.partition_by) + len(SLICE_LEVELS)
     out: list[str] = []
     for leaf in LocalFiles().leaves(root, depth):
         level = leaf.split(os.sep)[len(sink.partition_by)]
@@ -346,9 +348,11 @@ def _move_file(source: str, target: str) -> None:
 
 
 def _remove_empty(root: str, leaf: str) -> None:
-    """Remove ``leaf`` and its parents below ``root`` while they are empty."""
+    """Remove the slice directory ``leaf`` and its topic and batch directories while they are
+    empty. The ``partition_by`` levels above stay: a writer publishing a newer batch may be
+    creating its directories in them at this moment."""
     rel = leaf
-    while rel and rel != os.curdir:
+    for _ in range(len(SLICE_LEVELS)):
         try:
             os.rmdir(os.path.join(root, rel))
         except OSError:
