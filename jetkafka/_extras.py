@@ -9,6 +9,8 @@ The rest comes with an extra, declared in ``setup.cfg``:
 extra         adds                                        for
 ============  ==========================================  =====================================
 spark         pyspark, pyarrow, psutil                    :mod:`jetkafka.spark`
+connect       spark's, pyspark[connect] (grpcio, pandas   ``spark.remote`` (Spark Connect); checked
+              below 3, ...)                               when the session is built
 cloudevents   cloudevents, requests                       :mod:`jetkafka.processors.cloudevents`
 tracing       opentelemetry-sdk,                          ``tracing.enabled: true``
               opentelemetry-exporter-otlp-proto-http

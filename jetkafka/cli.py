@@ -219,6 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
     from jetkafka.recovery import _commands as recovery_commands
 
     recovery_commands.register(sub)
+    from jetkafka.ops import _compact_command as compact_command
+
+    compact_command.register(sub)
     __import__("jetkafka.bench._commands", fromlist=["register"]).register(sub)
     return parser
 

@@ -6,6 +6,8 @@
   whose slices are published once and never replaced.
 - :class:`BatchFence`: what ``fn(df, batch_id, fence)`` gets to refuse a stale writer
   (:class:`StaleWriter`).
+- :func:`compact`: rewrites a closed range of a ParquetSink's micro-batches into few files
+  (:class:`CompactionRecord`; :class:`CompactionRefused` when the ledger says not closed).
 - :func:`build_session`: the Spark session described by the ``spark:`` configuration section.
 - :func:`messages_to_arrow`, :func:`to_table`, :func:`to_dataframe`: records into Arrow and a
   DataFrame the way the micro-batches build them (for tests and hand-written pipelines).
@@ -27,6 +29,11 @@ from jetkafka.spark._arrow import (  # noqa: E402 - after require_extra on purpo
     to_dataframe_row_by_row,
     to_table,
 )
+from jetkafka.spark._compaction import (  # noqa: E402 - after require_extra on purpose
+    CompactionRecord,
+    CompactionRefused,
+    compact,
+)
 from jetkafka.spark._fence import BatchFence, StaleWriter, current_fence  # noqa: E402 - after require_extra on purpose
 from jetkafka.spark._microbatch import SparkMicroBatchProcessor, resolve_function  # noqa: E402 - after require_extra on purpose
 from jetkafka.spark._publish import SinkError  # noqa: E402 - after require_extra on purpose
@@ -35,6 +42,8 @@ from jetkafka.spark._sinks import ParquetSink, Publication, StagedWrite  # noqa:
 
 __all__ = [
     "BatchFence",
+    "CompactionRecord",
+    "CompactionRefused",
     "ParquetSink",
     "Publication",
     "SinkError",
@@ -43,6 +52,7 @@ __all__ = [
     "StagedWrite",
     "StaleWriter",
     "build_session",
+    "compact",
     "current_fence",
     "messages_to_arrow",
     "resolve_function",

@@ -98,6 +98,39 @@ class MicroBatchLedger:
         text = data.decode("ascii", "replace").strip()
         return (int(text) if text.isdigit() else 1), stat.version
 
+    def all_pending(self) -> list[PendingRange]:
+        """Every pending node of the group, whoever recorded it (sorted by topic, partition)."""
+        out: list[PendingRange] = []
+        try:
+            topics = self._client.get_children(f"{self.root}/pending")
+        except NoNodeError:
+            return out
+        for topic in sorted(topics):
+            try:
+                partitions = self._client.get_children(f"{self.root}/pending/{topic}")
+            except NoNodeError:
+                continue
+            for name in sorted(partitions, key=lambda n: (len(n), n)):
+                found = self.read_pending(topic, int(name)) if name.isdigit() else None
+                if found is not None:
+                    out.append(found)
+        return out
+
+    def finished_below(self) -> tuple[int, list[PendingRange]]:
+        """The smallest batch id that may still run, and the pending ranges.
+
+        Every batch id below it is *finished*: it was allocated (ids come from the counter, which
+        only grows) and no pending node names it, and only a recorded pending node is ever
+        replayed, so no run of it can start again. It is the counter when nothing is pending,
+        else the smallest pending batch id (an unreadable node counts as batch -1: nothing is
+        finished until it is overwritten or removed)."""
+        try:
+            counter, _ = self.read_counter()
+        except NoNodeError:
+            counter = 1  # no micro-batch ever recorded in this group
+        pending = self.all_pending()
+        return min([counter, *(p.batch_id for p in pending)]), pending
+
     def pending_versions(self, keys: list[Key]) -> dict[Key, PendingRange | None]:
         """Current pending nodes of ``keys`` (None where absent), read in parallel."""
         asyncs = {key: self._client.get_async(self.pending_path(*key)) for key in keys}

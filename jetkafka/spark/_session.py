@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import tempfile
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from jetkafka.config._schema import SparkConfig
 from jetkafka.errors import JetkafkaError
@@ -21,6 +23,10 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger("jetkafka.spark")
+
+# How long the check of spark.remote waits for the server to accept a connection.
+CONNECT_PROBE_TIMEOUT_S = 10.0
+_CONNECT_DEFAULT_PORT = 15002
 
 # Spark logs INFO lines by the hundred per micro-batch; a pipeline's own logs matter more.
 _QUIET_LOG4J2 = """\
@@ -90,14 +96,51 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+def check_connect_server(remote: str, timeout_s: float = CONNECT_PROBE_TIMEOUT_S) -> None:
+    """Raise :class:`SparkSessionError` unless the Spark Connect client is installed and the
+    server of ``remote`` (``sc://host[:port][/;params]``, port 15002 by default) accepts a TCP
+    connection within ``timeout_s``.
+
+    Why: the Connect client retries an unreachable server with back-off for many minutes before
+    it gives up, so without this check a wrong ``spark.remote`` would hang the start silently.
+    A server that accepts the connection but is not Spark Connect is not caught here.
+    """
+    try:
+        import pyspark.sql.connect.session  # noqa: F401 - checks the client's own dependencies on import
+    except ImportError as exc:
+        raise SparkSessionError(
+            f"spark.remote {remote}: the Spark Connect client is not installed ({exc})\n"
+            '  fix: pip install "jetkafka[connect]" (or "pyspark[connect]") in the environment running jetkafka'
+        ) from None
+    parts = urlsplit(remote)
+    try:
+        host, port = parts.hostname, parts.port or _CONNECT_DEFAULT_PORT
+    except ValueError:  # a port that is not a number
+        host, port = None, 0
+    if parts.scheme != "sc" or not host:
+        raise SparkSessionError(f"spark.remote {remote!r} is not a Spark Connect URL\n  fix: write it as sc://host:port")
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        raise SparkSessionError(
+            f"spark.remote {remote}: no Spark Connect server answers at {host}:{port} ({exc})\n"
+            "  fix: start the Connect server (sbin/start-connect-server.sh) or correct spark.remote"
+        ) from None
+
+
 def build_session(config: SparkConfig, extra: Mapping[str, str] | None = None) -> SparkSession:
     """Create (or join) the session ``config`` describes.
 
     If this process already runs a session, it is returned as it is: a JVM's settings (master,
-    memory) cannot change once started. Raises :class:`SparkSessionError` with the cause and fix.
+    memory) cannot change once started. With ``spark.remote``, the client and the server's
+    address are checked first (:func:`check_connect_server`), so an unreachable server is
+    reported within seconds. Raises :class:`SparkSessionError` with the cause and fix.
     """
     from pyspark.sql import SparkSession
 
+    if config.remote is not None:
+        check_connect_server(config.remote)
     options = builder_options(config)
     options.update(extra or {})
     builder = SparkSession.builder
@@ -113,7 +156,7 @@ def build_session(config: SparkConfig, extra: Mapping[str, str] | None = None) -
     except ImportError as exc:
         raise SparkSessionError(
             f"spark.remote {config.remote}: the Spark Connect client is not installed ({exc})\n"
-            '  fix: pip install "pyspark[connect]" in the environment running jetkafka'
+            '  fix: pip install "jetkafka[connect]" (or "pyspark[connect]") in the environment running jetkafka'
         ) from None
     except Exception as exc:  # noqa: BLE001 - py4j, the JVM or a bad setting: one SparkSessionError with a fix
         where = f"Spark Connect server {config.remote}" if config.remote else f"Spark master {config.master}"

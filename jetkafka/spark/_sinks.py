@@ -30,13 +30,16 @@ staging is ignored by readers (delete it when no write is running). Guarantees p
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
+from jetkafka.spark._compaction import SOURCE_PREFIX, read_records
 from jetkafka.spark._fence import current_fence
 from jetkafka.spark._publish import OBJECT_STORE_SCHEMES, SliceFiles, files_for, scheme_of
 
@@ -151,6 +154,15 @@ class ParquetSink:
     ``day=2024-05-01/batch_id=7/topic=orders/partition=3``). ``options`` go to the writer
     (``compression: zstd``). The sink is callable as ``fn(df, batch_id)`` or
     ``fn(df, batch_id, fence)``.
+
+    File sizing: by default each leaf directory of a write gets one file (``one_file_per_slice``:
+    the rows are repartitioned by the directory columns before the write, so each directory's
+    rows reach one Spark task); without it, every task holding rows of a directory writes a file
+    there, up to ``spark.sql.shuffle.partitions`` small files per slice and micro-batch.
+    ``max_records_per_file`` bounds the rows of one file (Spark's ``maxRecordsPerFile``): a big
+    slice is then cut into several files of at most that many rows. Neither changes what is
+    written, only how it is cut into files; :func:`~jetkafka.spark._compaction.compact` merges
+    the files of finished micro-batches afterwards.
     """
 
     def __init__(
@@ -158,9 +170,16 @@ class ParquetSink:
         path: str,
         partition_by: Sequence[str] | str | None = None,
         options: Mapping[str, str] | None = None,
+        *,
+        one_file_per_slice: bool = True,
+        max_records_per_file: int | None = None,
     ) -> None:
         if not path:
             raise ValueError("ParquetSink needs a path")
+        if max_records_per_file is not None:
+            max_records_per_file = int(max_records_per_file)  # YAML values from the environment are strings
+            if max_records_per_file < 1:
+                raise ValueError(f"max_records_per_file must be >= 1, got {max_records_per_file}")
         columns = [partition_by] if isinstance(partition_by, str) else list(partition_by or ())
         clash = [c for c in columns if c in SLICE_COLUMNS]
         if clash:
@@ -170,6 +189,8 @@ class ParquetSink:
         self.path = path.rstrip("/") or path
         self.partition_by = tuple(columns)
         self.options = dict(options or {})
+        self.one_file_per_slice = bool(one_file_per_slice)
+        self.max_records_per_file = max_records_per_file
         scheme = scheme_of(path)
         if scheme in OBJECT_STORE_SCHEMES:
             log.warning(
@@ -206,7 +227,12 @@ class ParquetSink:
         files = files_for(df.sparkSession, self.path)
         staging = files.join(files.join(self.path, STAGING_DIR), f"b{batch_id}-{uuid.uuid4().hex[:12]}")
         out = df.withColumn("batch_id", F.lit(batch_id).cast("long"))
+        if self.one_file_per_slice:
+            # batch_id is the same on every row: the other directory columns decide the leaf.
+            out = out.repartition(*(F.col(c) for c in (*self.partition_by, "topic", "partition")))
         writer = out.write.mode("errorifexists")
+        if self.max_records_per_file is not None:
+            writer = writer.option("maxRecordsPerFile", str(self.max_records_per_file))
         for key, value in self.options.items():
             writer = writer.option(key, value)
         try:
@@ -218,11 +244,37 @@ class ParquetSink:
         return StagedWrite(self, batch_id, staging, files, leaves)
 
     def read(self, spark: SparkSession) -> DataFrame:
-        """Everything written so far, with ``topic`` as a string even for topics named like numbers."""
+        """Everything written so far, with ``topic`` as a string even for topics named like numbers.
+
+        Rows of compacted micro-batches (:func:`~jetkafka.spark._compaction.compact`) come from
+        the compacted files with their own ``batch_id``; anything else in a compacted range (a
+        late file of a stale writer) is left out. A compaction running meanwhile can hide its
+        range from this read (see :mod:`jetkafka.spark._compaction`), never show a row twice.
+        """
+        from pyspark.errors import AnalysisException
         from pyspark.sql import functions as F
 
-        df = spark.read.option("basePath", self.path).parquet(self.path)
-        return df.withColumn("topic", F.col("topic").cast("string"))
+        # The records first, the tree after: a compaction moves its sources away before it
+        # records itself, so a record seen here means its sources are gone from the listing below.
+        records = read_records(self.path)
+        if not records:
+            df = spark.read.option("basePath", self.path).parquet(self.path)
+            return df.withColumn("topic", F.col("topic").cast("string"))
+        compacted = spark.read.parquet(*(os.path.join(self.path, f) for r in records for f in r.files))
+        compacted = compacted.withColumn("topic", F.col("topic").cast("string"))
+        try:
+            tree = spark.read.option("basePath", self.path).option("pathGlobFilter", f"{SOURCE_PREFIX}*").parquet(self.path)
+        except AnalysisException:  # no file left outside the compacted ones: nothing to infer a schema from
+            return compacted
+        in_compacted = functools.reduce(
+            lambda a, b: a | b, (F.col("batch_id").between(r.first, r.last) for r in records)
+        )
+        tree = tree.where(~in_compacted).withColumn("topic", F.col("topic").cast("string"))
+        aligned = compacted.select(*(F.col(f.name).cast(f.dataType).alias(f.name) for f in tree.schema.fields))
+        return tree.unionByName(aligned)
 
     def __repr__(self) -> str:
-        return f"ParquetSink({self.path!r}, partition_by={list(self.partition_by)!r})"
+        return (
+            f"ParquetSink({self.path!r}, partition_by={list(self.partition_by)!r}, "
+            f"one_file_per_slice={self.one_file_per_slice}, max_records_per_file={self.max_records_per_file})"
+        )

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from kazoo.client import KazooClient
 
+from jetkafka.channel import InboundChannel
 from jetkafka.config import parse_config
 from jetkafka.config._schema import ProcessorConfig, SparkConfig
+from jetkafka.coordination import GroupPaths
 from jetkafka.errors import ProcessorError
 from jetkafka.processors._loading import load_processor
-from jetkafka.spark import SparkMicroBatchProcessor, resolve_function
-from jetkafka.spark._session import builder_options, quiet_log4j2_file
+from jetkafka.spark import SparkMicroBatchProcessor, SparkSessionError, resolve_function
+from jetkafka.spark._session import builder_options, check_connect_server, quiet_log4j2_file
+from tests.support.channels import channel_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -68,7 +75,7 @@ def test_connect_without_client_packages_names_the_fix(tmp_path: Path) -> None:
     script.write_text(code)
     out = subprocess.run([sys.executable, str(script)], cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
     assert "ERROR spark.remote sc://127.0.0.1:1: the Spark Connect client is not installed" in out.stdout, out.stderr
-    assert 'pip install "pyspark[connect]"' in out.stdout
+    assert 'pip install "jetkafka[connect]"' in out.stdout
 
 
 def test_processor_from_yaml_options() -> None:
@@ -118,3 +125,40 @@ def test_resolve_function_accepts_callables() -> None:
 
     assert resolve_function(fn) is fn
     assert resolve_function("examples.pipeline.aggregates:rollup").__name__ == "rollup"
+
+
+def closed_port() -> int:
+    """A local port nothing listens on (bound, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def test_an_unreachable_connect_server_stops_the_start_before_joining(
+    zk_connect: str, kafka_config: dict[str, Any], topic_factory: Any, zk: KazooClient
+) -> None:
+    """spark.remote at a closed port: the start fails within seconds with one message naming
+    spark.remote and the fix, and the instance never had a member node in ZooKeeper."""
+    topic = topic_factory(partitions=2)
+    remote = f"sc://127.0.0.1:{closed_port()}"
+    config = {**channel_config(zk_connect, kafka_config, [topic]), "spark": {"remote": remote}}
+    ids = GroupPaths("g").ids
+    zk.ensure_path(ids)
+    created_before = zk.exists(ids).cversion  # counts every child created (and deleted) under it
+    channel = InboundChannel.from_dict(config, processor=SparkMicroBatchProcessor(lambda df, batch_id: None))
+    started = time.monotonic()
+    with pytest.raises(SparkSessionError) as raised:
+        channel.start()
+    assert time.monotonic() - started < 60
+    message = str(raised.value)
+    assert f"spark.remote {remote}: no Spark Connect server answers" in message
+    assert "fix: start the Connect server" in message
+    assert zk.get_children(ids) == []
+    assert zk.exists(ids).cversion == created_before  # no member node was ever created
+    assert not channel.running
+
+
+def test_connect_check_rejects_what_is_not_a_connect_url() -> None:
+    with pytest.raises(SparkSessionError, match="not a Spark Connect URL"):
+        check_connect_server("http://spark:15002")

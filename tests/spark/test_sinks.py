@@ -147,3 +147,33 @@ def test_publication_counts_its_files_for_the_fence(spark: Any, tmp_path: Path) 
     assert result.files == len(on_disk) >= 2
     assert result.bytes == sum(p.stat().st_size for p in on_disk) > 0
     assert fence.output == (result.files, result.bytes)
+
+
+def test_each_slice_directory_gets_one_file(spark: Any, tmp_path: Path) -> None:
+    """Rows of one slice spread over many Spark tasks still land in one file per slice
+    directory; with one_file_per_slice=False each task holding rows of a slice writes its own."""
+    data = [("t", p, f"d{p % 2}", n) for n in range(40) for p in range(3)]
+    spread = rows(spark, data).repartition(6)  # every slice's rows in several tasks
+    out = tmp_path / "out"
+    ParquetSink(str(out), partition_by="day").write(spread, 1)
+    leaves = sorted(out.glob("day=*/batch_id=1/topic=t/partition=*"))
+    assert len(leaves) == 3
+    assert [len(leaf_files(leaf)) for leaf in leaves] == [1, 1, 1]
+    per_task = tmp_path / "per-task"
+    ParquetSink(str(per_task), partition_by="day", one_file_per_slice=False).write(spread, 1)
+    assert sum(len(leaf_files(leaf)) for leaf in per_task.glob("day=*/batch_id=1/topic=t/partition=*")) > 3
+    for sink in (ParquetSink(str(out)), ParquetSink(str(per_task))):
+        assert sorted((r["partition"], r["n"]) for r in sink.read(spark).collect()) == sorted(
+            (p, n) for _, p, _, n in data
+        )
+
+
+def test_max_records_per_file_cuts_a_big_slice(spark: Any, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    sink = ParquetSink(str(out), max_records_per_file=10)
+    sink.write(rows(spark, [("t", 0, "d", n) for n in range(35)]).repartition(4), 1)
+    leaf = out / "batch_id=1" / "topic=t" / "partition=0"
+    assert len(leaf_files(leaf)) == 4  # 35 rows, at most 10 a file
+    assert sorted(r["n"] for r in sink.read(spark).collect()) == list(range(35))
+    with pytest.raises(ValueError, match="max_records_per_file"):
+        ParquetSink(str(tmp_path / "x"), max_records_per_file=0)

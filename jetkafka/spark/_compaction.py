@@ -1,0 +1,375 @@
+"""Compaction of a ParquetSink's finished output: a closed range of batch directories into few files.
+
+:func:`compact` rewrites the rows of micro-batches ``first..last`` (every ``part-*`` file of
+their slice directories) into one file per ``partition_by`` value, topic and partition (or
+files of at most ``max_records_per_file`` rows), keeping every row and its ``batch_id``.
+
+*Closed*: every batch id of the range must be below the group's first unfinished batch id
+(:meth:`~jetkafka.spark._ledger.MicroBatchLedger.finished_below`: the batch-id counter and every
+pending range's batch id). Ids only grow and only recorded pending ranges are replayed, so no
+run of a closed batch can start again and nothing the sink writes can land in the range later;
+otherwise :class:`CompactionRefused` says which pending range holds it back.
+
+Where the rows go: a compacted file holds the rows *with* their ``batch_id``, ``topic``,
+``partition`` and ``partition_by`` columns as data, under the range's first batch directory,
+``[<partition_by>/]batch_id=<first>/topic=<t>/partition=<p>/compacted-<first>-<last>-<n>.parquet``.
+So the Hive layout stays as it was and
+
+* :meth:`ParquetSink.read <jetkafka.spark._sinks.ParquetSink.read>` gives every row with its
+  own batch id: it reads the files of finished compactions (listed in their journal) by
+  themselves and the rest of the tree without the compacted range;
+* a plain ``spark.read.parquet(path)`` sees every row once too, but with the range's first
+  batch id as ``batch_id`` (Spark takes partition columns from directory names).
+
+Steps, each recorded in the journal ``<path>/_jetkafka-compaction/<first>-<last>/`` (readers
+skip names starting with ``_``):
+
+1. ``plan.json``: the source files (every ``part-*`` file of the range's slice directories);
+2. Spark writes the compacted rows under the journal's ``staged/`` directory;
+3. ``moves.json``: where each staged file goes. From here on the compaction rolls forward;
+4. every source file is moved into the journal's ``removed/`` (the range disappears for
+   readers; emptied slice, topic and batch directories are removed), then every staged file
+   is moved into place;
+5. ``done.json``: the compaction's record (range, files, rows); ``removed/`` and ``staged/``
+   are deleted.
+
+A crash at any point is repaired by the next :func:`compact` on the sink (any range): a journal
+without ``moves.json`` is undone (deleted: nothing visible had changed), one with it is finished.
+
+What a reader running meanwhile sees: never a row twice, because no compacted file is in place
+before every source file has left the tree. Between step 4's first move and ``done.json``,
+``ParquetSink.read`` misses the range (in part or whole); a plain reader misses it until the
+compacted files are moved in (each file shows as it lands). A query that listed the files
+before step 4 and reads them after fails with a missing file rather than reading wrong rows.
+
+Run one compaction at a time per sink path (a compaction repairs the journals it finds, and
+would roll back one that is still staging). Local paths and shared mounts only (``file:``);
+other filesystems raise :class:`~jetkafka.spark._publish.SinkError`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlsplit
+
+from kazoo.client import KazooClient
+
+from jetkafka.coordination._paths import GroupPaths
+from jetkafka.errors import JetkafkaError
+from jetkafka.spark._ledger import MicroBatchLedger
+from jetkafka.spark._publish import SinkError, scheme_of
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger("jetkafka.spark")
+
+JOURNAL_DIR = "_jetkafka-compaction"
+SOURCE_PREFIX = "part-"  # every file Spark's Parquet writer makes
+COMPACTED_PREFIX = "compacted-"
+# Prefix of the staging write's directory columns, copies of the real ones (Spark's partitionBy
+# takes a column out of the files; the real one must stay in). Not "_": Spark skips those.
+_COPY = "jetkafka_dir_"
+SLICE_LEVELS = ("batch_id", "topic", "partition")  # the directory levels a micro-batch adds
+
+
+class SinkLayout(Protocol):
+    """What compaction needs of a :class:`~jetkafka.spark._sinks.ParquetSink` (which reads
+    this module's records, so this module names it by shape, not by import)."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def partition_by(self) -> Sequence[str]: ...
+
+    @property
+    def options(self) -> Mapping[str, str]: ...
+
+
+class CompactionRefused(JetkafkaError):
+    """The range cannot be compacted (not closed, already compacted, or not batch ids)."""
+
+
+@dataclass(frozen=True)
+class CompactionRecord:
+    """A finished compaction: batches ``first..last`` now live in ``files`` (relative paths)."""
+
+    first: int
+    last: int
+    files: tuple[str, ...]
+    rows: int
+    sources: int  # files the range had before
+
+    def covers(self, batch_id: int) -> bool:
+        return self.first <= batch_id <= self.last
+
+
+def check_closed(zookeeper: KazooClient, group: str, first: int, last: int) -> None:
+    """Raise :class:`CompactionRefused` unless every batch id of ``first..last`` is finished in
+    ``group``'s micro-batch ledger (see :meth:`MicroBatchLedger.finished_below`)."""
+    ledger = MicroBatchLedger(zookeeper, GroupPaths(group), "compaction")
+    below, pending = ledger.finished_below()
+    if last < below:
+        return
+    holding = [p for p in pending if p.batch_id <= last]
+    if holding:
+        ranges = ", ".join(
+            f"{p.topic}[{p.partition}] batch {p.batch_id} offsets {p.start}..{p.end - 1}"
+            + (f" (recorded by {p.consumer})" if p.consumer else "")
+            for p in holding[:5]
+        )
+        raise CompactionRefused(
+            f"cannot compact micro-batches {first}..{last} of group {group}: pending range(s) {ranges} "
+            f"may still be replayed, so batches from {below} on are not finished\n"
+            f"  fix: compact up to batch {below - 1}, or wait until the group has committed them"
+        )
+    raise CompactionRefused(
+        f"cannot compact micro-batches {first}..{last} of group {group}: batch ids from {below} on have not run yet "
+        f"(the group's next batch id is {below})\n  fix: compact up to batch {below - 1}"
+    )
+
+
+def compact(
+    spark: SparkSession,
+    sink: SinkLayout,
+    first: int,
+    last: int,
+    *,
+    zookeeper: KazooClient,
+    group: str,
+    max_records_per_file: int | None = None,
+) -> CompactionRecord | None:
+    """Rewrite micro-batches ``first..last`` of ``sink`` into few files, keeping every row once.
+
+    Checks first that the range is closed in ``group``'s micro-batch ledger (``zookeeper`` is a
+    started client rooted where the group's channels run), and repairs any compaction a crash
+    left half done (see the module's documentation). Returns the record of this compaction, or
+    None when the range holds no files; the same range compacted again returns its record.
+    Raises :class:`CompactionRefused` for a range that is
+    not closed or overlaps a finished compaction. Runs on the calling thread; one compaction per
+    sink path at a time.
+    """
+    if first > last or first < 0:
+        raise CompactionRefused(f"not a range of batch ids: {first}..{last}")
+    root = _local_root(sink.path)
+    for unfinished in _journals(root, finished=False):
+        _repair(root, unfinished)
+    check_closed(zookeeper, group, first, last)
+    for record in read_records(sink.path):
+        if (record.first, record.last) == (first, last):
+            return record  # done already (perhaps by the repair above): nothing more to do
+        if record.first <= last and first <= record.last:
+            raise CompactionRefused(
+                f"micro-batches {record.first}..{record.last} of {sink.path} are compacted already; "
+                f"{first}..{last} overlaps them\n  fix: compact a range outside the compacted ones"
+            )
+    sources = _sources(root, sink, first, last)
+    if not sources:
+        log.info("compaction of %s, micro-batches %d..%d: no files, nothing to do", sink.path, first, last)
+        return None
+    journal = os.path.join(root, JOURNAL_DIR, f"{first}-{last}")
+    os.makedirs(journal)
+    _write_json(journal, "plan.json", {"first": first, "last": last, "sources": sources})
+    staged = os.path.join(journal, "staged")
+    rows = _stage(spark, root, sink, sources, staged, max_records_per_file)
+    moves = [
+        [rel, _target(sink, first, last, rel, n)] for n, rel in enumerate(_files_below(staged, suffix=".parquet"))
+    ]
+    _write_json(journal, "moves.json", {"moves": moves, "rows": rows})
+    return _roll_forward(root, journal)
+
+
+def read_records(path: str) -> list[CompactionRecord]:
+    """The finished compactions of the sink at ``path`` (empty for a remote path)."""
+    if scheme_of(path) not in ("", "file"):
+        return []
+    root = _local_root(path)
+    out = []
+    for journal in _journals(root, finished=True):
+        with open(os.path.join(journal, "done.json"), encoding="utf-8") as f:
+            doc = json.load(f)
+        out.append(
+            CompactionRecord(int(doc["first"]), int(doc["last"]), tuple(doc["files"]), int(doc["rows"]), int(doc["sources"]))
+        )
+    return sorted(out, key=lambda r: r.first)
+
+
+# -- steps --------------------------------------------------------------------------------------
+
+
+def _stage(
+    spark: SparkSession, root: str, sink: SinkLayout, sources: list[str], staged: str, max_records: int | None
+) -> int:
+    """Spark writes the rows of ``sources`` under ``staged``, one directory per slice without
+    the batch level, every column kept as data; returns the row count."""
+    from pyspark.sql import functions as F
+
+    df = spark.read.option("basePath", root).parquet(*(os.path.join(root, rel) for rel in sources))
+    df = df.withColumn("topic", F.col("topic").cast("string"))
+    df = df.withColumn("batch_id", F.col("batch_id").cast("long"))
+    dirs = [*sink.partition_by, "topic", "partition"]
+    for column in dirs:
+        df = df.withColumn(f"{_COPY}{column}", F.col(column))
+    copies = [f"{_COPY}{c}" for c in dirs]
+    df = df.repartition(*(F.col(c) for c in copies)).sortWithinPartitions(*copies, "batch_id")
+    writer = df.write.mode("errorifexists")
+    if max_records is not None:
+        writer = writer.option("maxRecordsPerFile", str(int(max_records)))
+    for key, value in sink.options.items():
+        writer = writer.option(key, value)
+    writer.partitionBy(*copies).parquet(staged)
+    return int(spark.read.parquet(staged).count())
+
+
+def _roll_forward(root: str, journal: str) -> CompactionRecord:
+    """Steps 4 and 5 from wherever a crash stopped them: every step is done at most once."""
+    plan = _read_json(journal, "plan.json")
+    doc = _read_json(journal, "moves.json")
+    first, last = int(plan["first"]), int(plan["last"])
+    removed = os.path.join(journal, "removed")
+    for rel in plan["sources"]:
+        _move_file(os.path.join(root, rel), os.path.join(removed, rel))
+        head, name = os.path.split(rel)
+        checksum = os.path.join(head, f".{name}.crc")  # Hadoop's local checksum beside a Spark file
+        if os.path.exists(os.path.join(root, checksum)):
+            _move_file(os.path.join(root, checksum), os.path.join(removed, checksum))
+    for leaf in sorted({os.path.dirname(rel) for rel in plan["sources"]}):
+        _remove_empty(root, leaf)
+    for staged_rel, target_rel in doc["moves"]:
+        _move_file(os.path.join(journal, "staged", staged_rel), os.path.join(root, target_rel))
+    files = [target for _, target in doc["moves"]]
+    record = CompactionRecord(first, last, tuple(files), int(doc["rows"]), len(plan["sources"]))
+    _write_json(
+        journal,
+        "done.json",
+        {"first": first, "last": last, "files": files, "rows": record.rows, "sources": record.sources},
+    )
+    for leftover in ("removed", "staged", "plan.json", "moves.json"):
+        where = os.path.join(journal, leftover)
+        if os.path.isdir(where):
+            shutil.rmtree(where)
+        elif os.path.exists(where):
+            os.remove(where)
+    log.info(
+        "compaction of %s, micro-batches %d..%d: %d file(s) into %d, %d rows",
+        root, first, last, record.sources, len(files), record.rows,
+    )
+    return record
+
+
+def _repair(root: str, journal: str) -> None:
+    """Finish (``moves.json`` written) or undo (before it) a compaction a crash interrupted."""
+    if os.path.exists(os.path.join(journal, "moves.json")):
+        log.warning("compaction journal %s was interrupted after staging: finishing it", journal)
+        _roll_forward(root, journal)
+    else:
+        log.warning("compaction journal %s was interrupted before its switch: undoing it (nothing had changed)", journal)
+        shutil.rmtree(journal)
+
+
+# -- files --------------------------------------------------------------------------------------
+
+
+def _local_root(path: str) -> str:
+    scheme = scheme_of(path)
+    if scheme not in ("", "file"):
+        raise SinkError(
+            f"compaction of {path}: only local paths and shared mounts (file:) are supported, not {scheme}://"
+        )
+    return urlsplit(path).path if scheme == "file" else path
+
+
+def _journals(root: str, *, finished: bool) -> list[str]:
+    base = os.path.join(root, JOURNAL_DIR)
+    try:
+        names = sorted(os.listdir(base))
+    except FileNotFoundError:
+        return []
+    found = [os.path.join(base, n) for n in names if os.path.isdir(os.path.join(base, n))]
+    return [j for j in found if os.path.exists(os.path.join(j, "done.json")) == finished]
+
+
+def _sources(root: str, sink: SinkLayout, first: int, last: int) -> list[str]:
+    """Relative paths of the ``part-*`` files of the slice directories of batches first..last."""
+    from jetkafka.spark._publish import LocalFiles
+
+    depth = len(sink.partition_by) + len(SLICE_LEVELS)
+    out: list[str] = []
+    for leaf in LocalFiles().leaves(root, depth):
+        level = leaf.split(os.sep)[len(sink.partition_by)]
+        batch = level[len("batch_id="):] if level.startswith("batch_id=") else ""
+        if not batch.isdigit() or not first <= int(batch) <= last:
+            continue
+        for name in sorted(os.listdir(os.path.join(root, leaf))):
+            if name.startswith(SOURCE_PREFIX):
+                out.append(os.path.join(leaf, name))
+    return out
+
+
+def _files_below(base: str, *, suffix: str) -> list[str]:
+    out: list[str] = []
+    for here, dirs, names in os.walk(base):
+        dirs.sort()
+        out.extend(os.path.relpath(os.path.join(here, n), base) for n in sorted(names) if n.endswith(suffix))
+    return out
+
+
+def _target(sink: SinkLayout, first: int, last: int, staged_rel: str, n: int) -> str:
+    """``<copy>=<v>/.../part-...`` under staging -> the slice directory under batch ``first``."""
+    levels = [level[len(_COPY):] for level in staged_rel.split(os.sep)[:-1]]
+    partition_levels = levels[: len(sink.partition_by)]
+    slice_levels = levels[len(sink.partition_by):]
+    name = f"{COMPACTED_PREFIX}{first}-{last}-{n:05d}-{uuid.uuid4().hex[:8]}.parquet"
+    return os.path.join(*partition_levels, f"batch_id={first}", *slice_levels, name)
+
+
+def _move_file(source: str, target: str) -> None:
+    """Move a file unless it moved already (the target is there and the source gone), also
+    after a crash between the link and the unlink."""
+    if not os.path.exists(source):
+        if os.path.exists(target):
+            return
+        raise SinkError(f"compaction: {source} is gone and {target} is not there; the journal does not match the files")
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    if os.path.exists(target) and not os.path.samefile(source, target):
+        raise SinkError(f"compaction: {target} exists and is not {source}; not replacing it")
+    if not os.path.exists(target):
+        # link then unlink: never replaces a file that is there (os.rename would, silently).
+        os.link(source, target)
+    os.unlink(source)
+
+
+def _remove_empty(root: str, leaf: str) -> None:
+    """Remove the slice directory ``leaf`` and its topic and batch directories while they are
+    empty. The ``partition_by`` levels above stay: a writer publishing a newer batch may be
+    creating its directories in them at this moment."""
+    rel = leaf
+    for _ in range(len(SLICE_LEVELS)):
+        try:
+            os.rmdir(os.path.join(root, rel))
+        except OSError:
+            return  # not empty (or gone): its parents are not empty either
+        rel = os.path.dirname(rel)
+
+
+def _write_json(directory: str, name: str, doc: dict[str, Any]) -> None:
+    tmp = os.path.join(directory, f".{name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(doc, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, os.path.join(directory, name))
+
+
+def _read_json(directory: str, name: str) -> dict[str, Any]:
+    with open(os.path.join(directory, name), encoding="utf-8") as f:
+        doc: dict[str, Any] = json.load(f)
+    return doc

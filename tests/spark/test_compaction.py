@@ -1,0 +1,216 @@
+"""Compaction rewrites a closed range of a ParquetSink's micro-batches into few files: the same
+rows read back (each once, with its batch id), a crash between its steps is finished or undone
+by the next run, and a range the ledger does not show finished is refused.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kazoo.client import KazooClient
+
+from jetkafka.cli import main
+from jetkafka.coordination._paths import GroupPaths
+from jetkafka.spark import CompactionRefused, ParquetSink, _compaction, compact
+from jetkafka.spark._ledger import MicroBatchLedger, encode_pending
+from tests.support.channels import channel_config
+from tests.support.processes import REPO
+
+GROUP = "g"
+Row = tuple[int, str, int, str, int]
+
+
+def ledger(zk: KazooClient, next_batch_id: int, pending: tuple[tuple[str, int, int], ...] = ()) -> None:
+    """The group's micro-batch ledger: the counter, and pending (topic, partition, batch id) ranges."""
+    nodes = MicroBatchLedger(zk, GroupPaths(GROUP), "test")
+    nodes.prepare(["t"])
+    zk.set(nodes.counter_path, str(next_batch_id).encode())
+    for topic, partition, batch_id in pending:
+        zk.create(nodes.pending_path(topic, partition), encode_pending(batch_id, 100, 150, "member-1"), makepath=True)
+
+
+def write_batches(spark: Any, sink: ParquetSink, batches: range) -> None:
+    for batch_id in batches:
+        data = [("t", p, f"d{n % 2}", batch_id * 1000 + p * 100 + n) for p in range(3) for n in range(8)]
+        # Several files per slice, as micro-batches written before one file per slice made.
+        df = spark.createDataFrame(data, "topic STRING, partition INT, day STRING, n INT").repartition(4)
+        sink.write(df, batch_id)
+
+
+def content(spark: Any, sink: ParquetSink) -> list[Row]:
+    return sorted((r["batch_id"], r["topic"], r["partition"], r["day"], r["n"]) for r in sink.read(spark).collect())
+
+
+def plain_rows(spark: Any, path: Path) -> collections.Counter[tuple[str, int, str, int]]:
+    """What a plain Spark reader of the directory sees (batch ids aside)."""
+    df = spark.read.parquet(str(path))
+    return collections.Counter((str(r["topic"]), r["partition"], r["day"], r["n"]) for r in df.collect())
+
+
+def data_files(path: Path) -> list[Path]:
+    return [f for f in path.rglob("*.parquet") if not any(p.startswith("_") for p in f.relative_to(path).parts)]
+
+
+def test_compacted_batches_read_back_the_same_rows(spark: Any, tmp_path: Path, zk: KazooClient) -> None:
+    out = tmp_path / "out"
+    sink = ParquetSink(str(out), partition_by="day", one_file_per_slice=False)
+    write_batches(spark, sink, range(1, 7))
+    ledger(zk, next_batch_id=7)
+    before = content(spark, sink)
+    files_before = len(data_files(out))
+
+    record = compact(spark, sink, 1, 5, zookeeper=zk, group=GROUP)
+
+    assert record is not None and (record.first, record.last, record.rows) == (1, 5, 5 * 24)
+    assert len(record.files) == 6  # one per day and partition
+    assert content(spark, sink) == before
+    assert plain_rows(spark, out) == collections.Counter((t, p, d, n) for _, t, p, d, n in before)
+    assert len(data_files(out)) == files_before - record.sources + 6
+    assert not list(out.glob("day=*/batch_id=[2-5]"))  # the compacted batches' directories are gone
+    assert (out / "_jetkafka-compaction" / "1-5" / "done.json").is_file()
+    assert compact(spark, sink, 1, 5, zookeeper=zk, group=GROUP) == record  # again: nothing more to do
+    with pytest.raises(CompactionRefused, match="compacted already"):
+        compact(spark, sink, 5, 6, zookeeper=zk, group=GROUP)
+    # Batch 6, written after, compacts on its own; a further write is read with the rest.
+    assert compact(spark, sink, 6, 6, zookeeper=zk, group=GROUP) is not None
+    write_batches(spark, sink, range(7, 8))
+    assert content(spark, sink) == sorted(before + [r for r in content(spark, sink) if r[0] == 7])
+    assert len([r for r in content(spark, sink) if r[0] == 7]) == 24
+
+
+def test_refused_while_a_pending_range_may_replay_a_batch(spark: Any, tmp_path: Path, zk: KazooClient) -> None:
+    out = tmp_path / "out"
+    sink = ParquetSink(str(out), partition_by="day")
+    write_batches(spark, sink, range(1, 6))
+    ledger(zk, next_batch_id=10, pending=(("t", 2, 4),))
+    before = sorted(p.relative_to(out) for p in data_files(out))
+
+    with pytest.raises(CompactionRefused, match=r"(?s)t\[2\] batch 4 .*compact up to batch 3"):
+        compact(spark, sink, 2, 5, zookeeper=zk, group=GROUP)
+    zk.delete(MicroBatchLedger(zk, GroupPaths(GROUP), "test").pending_path("t", 2))
+    with pytest.raises(CompactionRefused, match="have not run yet"):
+        compact(spark, sink, 8, 12, zookeeper=zk, group=GROUP)
+    assert sorted(p.relative_to(out) for p in data_files(out)) == before  # nothing touched
+    assert not (out / "_jetkafka-compaction").exists()
+
+
+class Crash(Exception):
+    pass
+
+
+def test_a_crash_while_staging_is_undone(
+    spark: Any, tmp_path: Path, zk: KazooClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out"
+    sink = ParquetSink(str(out), partition_by="day", one_file_per_slice=False)
+    write_batches(spark, sink, range(1, 5))
+    ledger(zk, next_batch_id=5)
+    before = content(spark, sink)
+    real_stage = _compaction._stage
+
+    def stage_then_crash(*args: Any) -> int:
+        real_stage(*args)
+        raise Crash  # staged, moves.json not written yet
+
+    monkeypatch.setattr(_compaction, "_stage", stage_then_crash)
+    with pytest.raises(Crash):
+        compact(spark, sink, 1, 4, zookeeper=zk, group=GROUP)
+    assert (out / "_jetkafka-compaction" / "1-4" / "staged").is_dir()
+    assert content(spark, sink) == before
+    monkeypatch.undo()
+
+    # Any compaction on the sink repairs it first: undone here, then 1..2 runs.
+    record = compact(spark, sink, 1, 2, zookeeper=zk, group=GROUP)
+    assert record is not None and (record.first, record.last) == (1, 2)
+    assert sorted(p.name for p in (out / "_jetkafka-compaction").iterdir()) == ["1-2"]
+    assert content(spark, sink) == before
+
+
+def test_a_crash_while_switching_is_finished_and_readers_never_see_a_row_twice(
+    spark: Any, tmp_path: Path, zk: KazooClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out"
+    sink = ParquetSink(str(out), partition_by="day", one_file_per_slice=False)
+    write_batches(spark, sink, range(1, 6))  # batch 5 stays outside the range
+    ledger(zk, next_batch_id=6)
+    before = content(spark, sink)
+    everything = collections.Counter((t, p, d, n) for _, t, p, d, n in before)
+    real_move = _compaction._move_file
+
+    for moves_before_crash in (5, 10_000):  # among the sources, then among the compacted files
+        calls = compacted_moves = 0
+        crashed_in_compacted = False
+
+        def move_then_crash(source: str, target: str, moves_before_crash: int = moves_before_crash) -> None:
+            nonlocal calls, compacted_moves, crashed_in_compacted
+            calls += 1
+            compacted = "compacted-" in target
+            compacted_moves += compacted
+            if calls > moves_before_crash or compacted_moves > 1:
+                crashed_in_compacted = compacted
+                raise Crash
+            real_move(source, target)
+
+        monkeypatch.setattr(_compaction, "_move_file", move_then_crash)
+        with pytest.raises(Crash):
+            compact(spark, sink, 1, 4, zookeeper=zk, group=GROUP)
+        monkeypatch.undo()
+        assert crashed_in_compacted == (moves_before_crash > 1000)
+        # Readers meanwhile: part of the range may be missing, nothing is there twice.
+        seen = collections.Counter((t, p, d, n) for _, t, p, d, n in content(spark, sink))
+        assert not seen - everything and max(seen.values()) == 1
+        plain = plain_rows(spark, out)
+        assert not plain - everything and max(plain.values()) == 1
+        assert seen != everything  # the crash did hide rows: the test crashed mid-switch
+
+        record = compact(spark, sink, 1, 4, zookeeper=zk, group=GROUP)  # finishes it
+        assert record is not None and record.rows == 4 * 24
+        assert content(spark, sink) == before
+        assert plain_rows(spark, out) == everything
+        if moves_before_crash < 1000:  # a fresh sink for the second crash point
+            out = tmp_path / "out2"
+            sink = ParquetSink(str(out), partition_by="day", one_file_per_slice=False)
+            write_batches(spark, sink, range(1, 6))
+
+
+def test_the_command_compacts_and_refuses_like_the_function(
+    spark: Any, tmp_path: Path, zk: KazooClient, zk_connect: str, kafka_config: dict[str, Any],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = tmp_path / "out"
+    sink = ParquetSink(str(out), partition_by="day", one_file_per_slice=False)
+    write_batches(spark, sink, range(1, 4))
+    before = content(spark, sink)
+    ledger(zk, next_batch_id=4, pending=(("t", 1, 3),))
+    config = tmp_path / "pipeline.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                **channel_config(zk_connect, kafka_config, ["t"]),
+                "spark": {"master": "local[1]", "conf": {"spark.ui.enabled": False}},
+            }
+        )
+    )
+    command = ["spark", "compact", "--config", str(config), "--path", str(out), "--partition-by", "day"]
+
+    # Refused before any Spark starts (in this process: the check comes first).
+    assert main([*command, "--from", "1", "--to", "3"]) == 2
+    assert "t[1] batch 3" in capsys.readouterr().err
+    assert not (out / "_jetkafka-compaction").exists()
+
+    # In a process of its own: the command stops the session it started.
+    done = subprocess.run(
+        [sys.executable, "-m", "jetkafka", *command, "--from", "1", "--to", "2", "--json"],
+        cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["compacted"] and result["rows"] == 2 * 24 and len(result["files"]) == 6
+    assert content(spark, sink) == before
