@@ -52,12 +52,15 @@ def test_remote_session_gets_no_local_driver_settings() -> None:
 
 
 def test_connect_without_client_packages_names_the_fix(tmp_path: Path) -> None:
-    """In a fresh interpreter: a Connect session must not meet this process's classic one.
+    """In a fresh interpreter where the client's gRPC package cannot be imported (as without the
+    connect extra); fresh also because a Connect session must not meet this process's classic one.
 
     A script file, not ``python -c``: PySpark takes a main module without a file for its own
     doctest runner and exits early.
     """
     code = (
+        "import sys\n"
+        "sys.modules['grpc'] = None  # import grpc raises ImportError, as when it is not installed\n"
         "from jetkafka.config._schema import SparkConfig\n"
         "from jetkafka.spark._session import build_session, SparkSessionError\n"
         "try:\n"
@@ -65,12 +68,6 @@ def test_connect_without_client_packages_names_the_fix(tmp_path: Path) -> None:
         "except SparkSessionError as exc:\n"
         "    print('ERROR', exc)\n"
     )
-    try:
-        import grpc  # noqa: F401
-
-        pytest.skip("the Spark Connect client is installed here")
-    except ImportError:
-        pass
     script = tmp_path / "connect.py"
     script.write_text(code)
     out = subprocess.run([sys.executable, str(script)], cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
