@@ -294,7 +294,13 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
             messages = messages[cut:]
             if not messages:
                 return
-        collector.wait_for_room()
+        if collector.is_full() and self._context is not None:
+            # Every partition waits for the driver here: the channel pauses none of them for
+            # the buffers they fill meanwhile (ChannelContext.waiting_downstream).
+            with self._context.waiting_downstream():
+                collector.wait_for_room()
+        else:
+            collector.wait_for_room()
         chunk = messages_to_arrow(messages)
         collector.add_open(key, chunk, messages[-1].offset())
 
