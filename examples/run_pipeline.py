@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO))  # run as a script: make the examples package impo
 
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from examples.pipeline.aggregates import minute_partials, python_minutes, rollup  # noqa: E402
+from examples.pipeline.aggregates import minute_writer, python_minutes, rollup  # noqa: E402
 from examples.pipeline.events import EVENT_SCHEMA, encode, generate_events, produce_events  # noqa: E402
 from jetkafka.channel import InboundChannel  # noqa: E402
 from jetkafka.config import load_config  # noqa: E402
@@ -90,18 +90,32 @@ def create_topic(info: StackInfo, topic: str, partitions: int) -> None:
     raise RuntimeError(f"topic {topic} did not show {partitions} partitions within 30 s")
 
 
-def warm_up(spark: Any, events: list[dict[str, Any]]) -> float:
-    """Run the pipeline's Spark steps once on a sample, so the figures show the steady state.
+def warm_up(spark: Any, events: list[dict[str, Any]], size: int, rounds: int = 3) -> float:
+    """Run the pipeline's Spark steps a few times on a micro-batch-sized sample, so the figures
+    show the steady state.
 
-    A fresh JVM compiles Spark's code paths during its first jobs, which takes longer than
-    the jobs themselves; without this the first micro-batch would carry that cost.
+    A fresh JVM compiles Spark's code paths during its first jobs (the JIT keeps improving them
+    for the first few), which takes longer than the jobs themselves; without this the first
+    micro-batches would carry that cost. The sample is written with the pipeline's own batch
+    function, to a directory removed afterwards.
     """
+    import shutil
+    import tempfile
+
     from confluent_kafka import Message
 
     started = time.monotonic()
-    sample = [Message(topic="warm-up", partition=0, offset=i, value=encode(e)) for i, e in enumerate(events[:2000])]
-    df = to_dataframe(spark, to_table([messages_to_arrow(sample)]), "json", EVENT_SCHEMA)
-    minute_partials(df).write.format("noop").mode("overwrite").save()
+    sample = [
+        Message(topic="warm-up", partition=0, offset=i, value=encode(e)) for i, e in enumerate(events[:size])
+    ]
+    table = to_table([messages_to_arrow(sample)])
+    scratch = tempfile.mkdtemp(prefix="jetkafka-warm-up-")
+    try:
+        write = minute_writer(scratch)
+        for batch_id in range(1, rounds + 1):
+            write(to_dataframe(spark, table, "json", EVENT_SCHEMA), batch_id)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     return time.monotonic() - started
 
 
@@ -134,7 +148,7 @@ def run_pipeline(args: argparse.Namespace, info: StackInfo, progress: Progress) 
     # Our own session: the output is read back after the channel (and its processor) stopped.
     spark = build_session(config.spark)
     try:
-        warm = warm_up(spark, events)
+        warm = warm_up(spark, events, min(args.max_events, len(events)))
         progress.show(f"Spark warmed up in {warm:.1f} s", final=True)
         channel = InboundChannel(config, pythonpath=[str(REPO)])
         processor = channel.processor

@@ -38,8 +38,9 @@ if TYPE_CHECKING:
 
 class PartitionBuffer:
     # A partition is paused in librdkafka only this far beyond its own share of the budget, and
-    # only once the channel's budget is spent: a pause throws away what librdkafka fetched ahead
-    # for it, which is wasted while the fetcher has room for it anyway.
+    # only once the channel's budget is spent and no worker waited downstream since it was within
+    # its share: a pause throws away what librdkafka fetched ahead for it, which is wasted while
+    # the fetcher has room for it anyway, or while every partition waits for the same sink.
     PAUSE_FACTOR = 4
 
     def __init__(self, start_offset: int, buffer_max_events: int, buffer_max_bytes: int, budget: BufferBudget) -> None:
@@ -63,6 +64,10 @@ class PartitionBuffer:
         self.fetch_paused = False  # librdkafka fetching paused because the buffer is full
         self.out_of_range = False  # the broker reported the fetch offset out of range
         self.closed = False  # the partition left the channel: nothing is appended any more
+        # The budget's count of ended waits downstream when this buffer was last within its
+        # share: a wait in progress then or begun since excuses it from a pause
+        # (jetkafka.channel._budget).
+        self._waits_seen = budget.downstream_waits_ended
 
     # -- the fetcher ---------------------------------------------------------------------------
 
@@ -83,18 +88,34 @@ class PartitionBuffer:
                 run = [m for m in run if offset_of(m) >= self.fetch_next]
                 if not run:
                     return False
+            self._note_within_share()
             size = sum(map(len, run))
             self._runs.append((run, size))
             self.buffered += len(run)
             self.buffered_bytes += size
             self.budget.added(len(run), size)
             self.fetch_next = offset_of(run[-1]) + 1
-            k = self.PAUSE_FACTOR
-            full = self.buffered >= k * self.buffer_max_events or self.buffered_bytes >= k * self.buffer_max_bytes
-            if full and not self.fetch_paused and self.budget.spent():
-                self.fetch_paused = True
-                return True
+            return self._pause_if_over()
+
+    def _pause_if_over(self) -> bool:
+        """Mark fetching paused and return True when the buffer is far beyond its share, the
+        channel's budget is spent, and no worker waits downstream now nor began to since the
+        buffer was last within its share (``lock`` held)."""
+        if self.fetch_paused:
             return False
+        k = self.PAUSE_FACTOR
+        if self.buffered < k * self.buffer_max_events and self.buffered_bytes < k * self.buffer_max_bytes:
+            return False
+        budget = self.budget
+        if not budget.spent() or budget.downstream_waits > self._waits_seen:
+            return False
+        self.fetch_paused = True
+        return True
+
+    def _note_within_share(self) -> None:
+        """Remember the budget's waits downstream while within the share (``lock`` held)."""
+        if self.buffered <= self.buffer_max_events and self.buffered_bytes <= self.buffer_max_bytes:
+            self._waits_seen = self.budget.downstream_waits_ended
 
     # -- the worker holding the turn -----------------------------------------------------------
 
@@ -114,6 +135,7 @@ class PartitionBuffer:
             self.buffered -= len(batch)
             self.buffered_bytes -= released
             self.budget.removed(len(batch), released)
+            self._note_within_share()
             resume = False
             if self.fetch_paused and (
                 self.buffered <= self.buffer_max_events and self.buffered_bytes <= self.buffer_max_bytes

@@ -13,6 +13,7 @@ method may be called from any thread; ``commit`` blocks for one ZooKeeper round 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from kazoo.client import KazooClient, TransactionRequest
@@ -127,3 +128,19 @@ class ChannelContext:
 
     def resume(self, topic: str | None = None, partition: int | None = None) -> None:
         self._channel.resume(topic, partition)
+
+    def waiting_downstream(self) -> AbstractContextManager[None]:
+        """Enter around a wait, in a batch callback, for a sink every partition shares (a
+        writer's queue, a driver running the previous micro-batch); any worker thread may.
+
+        Meanwhile, and for each partition then beyond its share of the buffers until it is back
+        within it, the channel pauses no partition in librdkafka for holding far more than its
+        share: every partition waits for the same sink, so such a pause would let no other
+        partition's events through sooner, and it throws away what librdkafka fetched ahead
+        for the partition (with a broker that answers a fetch with the rest of
+        the partition, all of it, fetched again on resume). The fetcher still stops polling
+        while the buffers are full, so memory stays bounded. A wait on something only one
+        partition needs should not be wrapped: that partition is then the slow one, and its
+        pause lets the others' events through.
+        """
+        return self._channel.waiting_downstream()

@@ -4,9 +4,11 @@ Only the fetcher thread calls the fetching consumer (librdkafka's Python binding
 one consumer is called from a second thread while ``consume`` runs); other threads post
 commands (assign, unassign, seek, resume, mirror commits) that it applies between polls, and
 read metadata and watermarks through a second, idle consumer. Messages are routed to their
-partition's bounded buffer; a full buffer pauses fetching of that partition in librdkafka, so a
-large backlog costs at most ``buffer_max_events`` / ``buffer_max_bytes`` per partition plus
-librdkafka's own pre-fetch queue (``queued.max.messages.kbytes``).
+partition's bounded buffer; a buffer far beyond its share of the channel's budget pauses
+fetching of that partition in librdkafka (unless a worker waits downstream, see
+:mod:`jetkafka.channel._budget`), so a large backlog costs at most ``buffer_max_events`` /
+``buffer_max_bytes`` per partition plus librdkafka's own pre-fetch queue
+(``queued.max.messages.kbytes``).
 """
 
 from __future__ import annotations

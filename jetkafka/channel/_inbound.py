@@ -21,6 +21,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from jetkafka._client_logs import starting
@@ -425,6 +426,10 @@ class InboundChannel:
         return self._add_ons.all
 
     # -- what add-ons and the processor's context use (RunningChannel) ----------------------
+
+    def waiting_downstream(self) -> AbstractContextManager[None]:
+        budget: BufferBudget | None = getattr(self, "_budget", None)
+        return nullcontext() if budget is None else budget.waiting_downstream()
 
     @property
     def pythonpath(self) -> tuple[str, ...]:

@@ -20,6 +20,7 @@ partition's own turn, and ``commit_many`` is fenced by each partition's lease.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -135,6 +136,10 @@ class RunningChannel(Protocol):
 
     def resume(self, topic: str | None = None, partition: int | None = None) -> None:
         """Undo :meth:`pause`."""
+
+    def waiting_downstream(self) -> AbstractContextManager[None]:
+        """Around a worker's wait for a sink every partition shares: see
+        :meth:`~jetkafka.channel._context.ChannelContext.waiting_downstream`."""
 
 
 __all__ = ["RunningChannel"]

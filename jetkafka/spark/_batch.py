@@ -201,6 +201,11 @@ class Collector:
             part = self._parts.get(key)
             return part.replay_end if part is not None and part.replay is not None else None
 
+    def is_full(self) -> bool:
+        """Whether :meth:`wait_for_room` would wait now."""
+        with self.cond:
+            return self._full(self.open) and not self.stopping
+
     def wait_for_room(self) -> None:
         """Block while the open batch is full and the driver is busy: the backpressure point."""
         with self.cond:

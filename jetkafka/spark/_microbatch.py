@@ -301,7 +301,13 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
                 return
         rest: Any = messages_to_arrow(messages)
         while rest is not None:
-            collector.wait_for_room()
+            if collector.is_full() and self._context is not None:
+                # Every partition waits for the driver here: the channel pauses none of them for
+                # the buffers they fill meanwhile (ChannelContext.waiting_downstream).
+                with self._context.waiting_downstream():
+                    collector.wait_for_room()
+            else:
+                collector.wait_for_room()
             rest = collector.add_open(key, rest, messages[-1].offset())
 
     def on_idle(self, source: PartitionSource) -> BatchResponse | None:

@@ -117,6 +117,28 @@ def test_a_partition_over_its_share_is_paused_only_once_the_channel_budget_is_sp
     assert budget.spent()
 
 
+def test_no_partition_is_paused_while_a_worker_waits_downstream() -> None:
+    # A processor waiting for a sink every partition shares (the Spark driver) holds the whole
+    # channel back: the budget is spent because of it, and a pause of the partition that fills
+    # the buffers would only make librdkafka throw away what it fetched ahead for it.
+    state, budget = new_state(buffer_events=100)
+    with budget.waiting_downstream():
+        pauses = [state.buffer.append(fetched(o, 100)) for o in range(0, 800, 100)]
+        assert pauses == [False] * 8
+        assert budget.spent()
+    # Between two waits the worker hands over its batch and the buffer refills at once: the
+    # wait still excuses the partition until it is back within its share.
+    state.buffer.take_batch(100, 1 << 20)
+    assert not state.buffer.append(fetched(800, 100))
+    for _ in range(7):
+        state.buffer.take_batch(100, 1 << 20)
+    assert state.buffer.buffered == 100  # within its share again
+    # Over the mark again with no wait downstream since: now it is the slow one, and pauses.
+    pauses = [state.buffer.append(fetched(o, 100)) for o in range(900, 1200, 100)]
+    assert pauses == [False, False, True]  # 400 = PAUSE_FACTOR x buffer_max_events
+    assert not state.buffer.append(fetched(1200, 100))  # once
+
+
 def test_reposition_and_removal_drop_the_buffer_and_its_budget() -> None:
     state, budget = new_state()
     state.buffer.append(fetched(0, 100))

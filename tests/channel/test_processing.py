@@ -6,8 +6,19 @@ import threading
 import time
 from typing import Any
 
-from jetkafka import BatchResponse, EventBatch, PartitionSource
-from tests.support.channels import RecordingProcessor, committed_offsets, make_channel, values, wait_until
+import pytest
+from confluent_kafka import TopicPartition
+
+from jetkafka import BatchResponse, EventBatch, InboundChannel, PartitionSource
+from jetkafka.channel import ChannelContext
+from tests.support.channels import (
+    RecordingProcessor,
+    channel_config,
+    committed_offsets,
+    make_channel,
+    values,
+    wait_until,
+)
 
 
 def test_every_event_once_in_order_one_thread_per_partition(zk, zk_connect, kafka_config, topic_factory, produce) -> None:
@@ -382,3 +393,66 @@ def test_a_partition_paused_for_a_full_buffer_fetches_again_after_a_revert(
     ):
         wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 400}, what="every record after the revert")
     assert heads[:2] == [0, 0]
+
+
+@pytest.mark.parametrize("downstream", [True, False])
+def test_no_partition_is_paused_while_the_processor_waits_downstream(
+    zk, zk_connect, kafka_config, topic_factory, produce, downstream
+) -> None:
+    # The processor waits for a sink every partition shares (as the Spark collector waits for
+    # the driver) while a backlog arrives: the buffers fill far beyond their share. A pause then
+    # would make librdkafka drop what it fetched ahead, to fetch it again on resume. The same
+    # wait without waiting_downstream() pauses a partition: that is what is counted.
+    topic = topic_factory(partitions=2)
+    produce(topic, values(4, 2))
+    sink_open = threading.Event()
+    pauses: list[int] = []
+    waiting: list[int] = []
+    context: list[ChannelContext] = []
+
+    class Counting:
+        def __init__(self, consumer: Any) -> None:
+            self._consumer = consumer
+
+        def pause(self, partitions: list[TopicPartition]) -> None:
+            pauses.extend(tp.partition for tp in partitions)
+            self._consumer.pause(partitions)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._consumer, name)
+
+    class WaitsForSink(RecordingProcessor):
+        def on_start(self, ctx: ChannelContext) -> None:
+            context.append(ctx)
+
+    def respond(source: PartitionSource, events: EventBatch) -> BatchResponse:
+        if downstream:
+            with context[0].waiting_downstream():
+                waiting.append(source.partition)
+                sink_open.wait(30)
+        else:
+            waiting.append(source.partition)
+            sink_open.wait(30)
+        return BatchResponse.advance()
+
+    proc = WaitsForSink(respond)
+    wrap = lambda consumer, role: Counting(consumer) if role == "fetch" else consumer  # noqa: E731
+    config = channel_config(zk_connect, kafka_config, [topic], batch_max_events=20, buffer_max_events=20)
+    with InboundChannel.from_dict(config, processor=proc, wrap_consumer=wrap) as channel:
+        wait_until(lambda: len(waiting) >= 1, what="a worker waiting for the sink")
+        produce(topic, values(2000, 2, start=4))  # 1,000 per partition: 50 x a partition's share
+        if downstream:
+            buffered = lambda: sum(p.buffered for p in channel.partitions())  # noqa: E731
+            wait_until(lambda: buffered() >= 500, what="the backlog buffered far beyond the shares")
+            time.sleep(0.5)  # a pause would follow the buffering of its run at once
+        else:
+            wait_until(lambda: bool(pauses), what="a pause of the partition far beyond its share")
+        held = list(pauses)
+        sink_open.set()
+        wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 1002, 1: 1002}, what="every event")
+    assert proc.violations == []
+    assert sorted(int(v) for _, _, _, v in proc.delivered) == list(range(2004))
+    if downstream:
+        assert held == []
+    else:
+        assert held != []
