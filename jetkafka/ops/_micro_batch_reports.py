@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from jetkafka.coordination._paths import GroupPaths
 from jetkafka.ops._tables import format_table
@@ -88,6 +88,15 @@ def publish_report(client: KazooClient, paths: GroupPaths, report: MicroBatchRep
     def created(result: Any) -> None:
         try:
             result.get()
+        except NodeExistsError:
+            # Another report created it first (two commits answered "no node"): set it again.
+            client.set_async(path, data).rawlink(logged)
+        except Exception as exc:  # noqa: BLE001 - figures only: an older report stays
+            log.debug("micro-batch report %s not written: %s", path, exc)
+
+    def logged(result: Any) -> None:
+        try:
+            result.get()
         except Exception as exc:  # noqa: BLE001 - figures only: an older report stays
             log.debug("micro-batch report %s not written: %s", path, exc)
 
@@ -100,6 +109,22 @@ def publish_report(client: KazooClient, paths: GroupPaths, report: MicroBatchRep
             log.debug("micro-batch report %s not written: %s", path, exc)
 
     client.set_async(path, data).rawlink(written)
+
+
+def withdraw_report(client: KazooClient, paths: GroupPaths, consumer: str) -> None:
+    """Delete the instance's report without waiting (the processor stopped)."""
+    path = report_path(paths, consumer)
+
+    def deleted(result: Any) -> None:
+        try:
+            result.get()
+        except Exception as exc:  # noqa: BLE001 - gone already, or the session is: the node goes with it
+            log.debug("micro-batch report %s not deleted: %s", path, exc)
+
+    try:
+        client.delete_async(path).rawlink(deleted)
+    except Exception as exc:  # noqa: BLE001 - a closed client: the ephemeral node goes with its session
+        log.debug("micro-batch report %s not deleted: %s", path, exc)
 
 
 def read_reports(client: KazooClient, paths: GroupPaths) -> list[MicroBatchReport]:

@@ -191,9 +191,11 @@ class Collector:
                 )
             self._parts[key] = part
 
-    def next_offset(self, key: Key) -> int:
+    def next_offset(self, key: Key) -> int | None:
+        """Where the partition's next new event starts; None when it is not registered (any more)."""
         with self.cond:
-            return self._parts[key].next_offset
+            part = self._parts.get(key)
+            return None if part is None else part.next_offset
 
     def replay_end(self, key: Key) -> int | None:
         """End of the partition's unfinished replay range, or None when it is streaming."""

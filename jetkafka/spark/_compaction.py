@@ -52,12 +52,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from kazoo.client import KazooClient
 
@@ -175,11 +176,21 @@ def compact(
     if not sources:
         log.info("compaction of %s, micro-batches %d..%d: no files, nothing to do", sink.path, first, last)
         return None
+    # Spark would take one file's schema for all: a column added within the range would be
+    # lost when the sources are removed. Footers only, before anything is written.
+    source_rows = _check_one_schema(root, sink, first, last, sources)
     journal = os.path.join(root, JOURNAL_DIR, f"{first}-{last}")
     os.makedirs(journal)
     _write_json(journal, "plan.json", {"first": first, "last": last, "sources": sources})
     staged = os.path.join(journal, "staged")
     rows = _stage(spark, root, sink, sources, staged, max_records_per_file)
+    if rows != source_rows:
+        shutil.rmtree(journal, ignore_errors=True)
+        raise SinkError(
+            f"compaction of {sink.path}, micro-batches {first}..{last}: {rows} rows staged but the sources hold "
+            f"{source_rows}; nothing was changed\n  fix: check spark.sql.files.ignoreCorruptFiles / "
+            "ignoreMissingFiles and the files of the range"
+        )
     moves = [
         [rel, _target(sink, first, last, rel, n)] for n, rel in enumerate(_files_below(staged, suffix=".parquet"))
     ]
@@ -205,6 +216,27 @@ def read_records(path: str) -> list[CompactionRecord]:
 # -- steps --------------------------------------------------------------------------------------
 
 
+def _check_one_schema(root: str, sink: SinkLayout, first: int, last: int, sources: list[str]) -> int:
+    """The rows of ``sources`` by their footers; raises CompactionRefused when their schemas differ."""
+    import pyarrow.parquet as pq
+
+    rows = 0
+    schema = None
+    for rel in sources:
+        meta = pq.read_metadata(os.path.join(root, rel))
+        rows += meta.num_rows
+        here = meta.schema.to_arrow_schema().remove_metadata()
+        if schema is None:
+            schema, where = here, rel
+        elif not here.equals(schema):
+            raise CompactionRefused(
+                f"micro-batches {first}..{last} of {sink.path} do not share one schema ({where} and {rel} differ); "
+                "compacting them would drop the columns of one\n  fix: compact the ranges before and after "
+                "the schema change separately"
+            )
+    return rows
+
+
 def _stage(
     spark: SparkSession, root: str, sink: SinkLayout, sources: list[str], staged: str, max_records: int | None
 ) -> int:
@@ -217,7 +249,11 @@ def _stage(
     df = df.withColumn("batch_id", F.col("batch_id").cast("long"))
     dirs = [*sink.partition_by, "topic", "partition"]
     for column in dirs:
-        df = df.withColumn(f"{_COPY}{column}", F.col(column))
+        # The directory's own text, not the value Spark inferred from it: "hour=07" must stay
+        # "hour=07", not become "hour=7". file_path is a URI (its segments percent-encoded once
+        # more) and Spark escapes the copy again when it writes it: _target undoes both.
+        pattern = "/" + re.escape(column) + "=([^/]*)/"
+        df = df.withColumn(f"{_COPY}{column}", F.regexp_extract(F.col("_metadata.file_path"), pattern, 1))
     copies = [f"{_COPY}{c}" for c in dirs]
     df = df.repartition(*(F.col(c) for c in copies)).sortWithinPartitions(*copies, "batch_id")
     writer = df.write.mode("errorifexists")
@@ -324,7 +360,10 @@ def _files_below(base: str, *, suffix: str) -> list[str]:
 
 def _target(sink: SinkLayout, first: int, last: int, staged_rel: str, n: int) -> str:
     """``<copy>=<v>/.../part-...`` under staging -> the slice directory under batch ``first``."""
-    levels = [level[len(_COPY):] for level in staged_rel.split(os.sep)[:-1]]
+    levels = []
+    for level in staged_rel.split(os.sep)[:-1]:
+        name, _, value = level[len(_COPY):].partition("=")
+        levels.append(f"{name}={unquote(unquote(value))}")  # Spark's escaping, then the URI's
     partition_levels = levels[: len(sink.partition_by)]
     slice_levels = levels[len(sink.partition_by):]
     name = f"{COMPACTED_PREFIX}{first}-{last}-{n:05d}-{uuid.uuid4().hex[:8]}.parquet"

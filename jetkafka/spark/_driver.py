@@ -428,7 +428,10 @@ class MicroBatchDriver:
         )
         self.stats.committed(figures)
         if self.on_committed is not None:
-            self.on_committed(figures)
+            try:
+                self.on_committed(figures)
+            except Exception:  # figures only: the micro-batch is committed whatever happens here
+                log.warning("micro-batch %s: its figures were not reported", batch.batch_id, exc_info=True)
         log.info(
             "micro-batch %s%s committed: %s, %d events; gather %.2f s, record %.2f s, build %.2f s, fn %.2f s, "
             "commit %.2f s%s",

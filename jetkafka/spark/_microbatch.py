@@ -31,7 +31,7 @@ from kazoo.exceptions import BadVersionError, NoNodeError
 
 from jetkafka.errors import PartitionLost
 from jetkafka.events import EventBatch, PartitionSource
-from jetkafka.ops._micro_batch_reports import MicroBatchReport, publish_report
+from jetkafka.ops._micro_batch_reports import MicroBatchReport, publish_report, withdraw_report
 from jetkafka.processors._base import BatchEventProcessor, BatchResponse
 from jetkafka.spark._arrow import messages_to_arrow, parse_schema
 from jetkafka.spark._batch import Bounds, Collector
@@ -201,6 +201,10 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
     def on_stop(self) -> None:
         if self._driver is not None and not self._driver.stop(timeout=30):
             log.error("the Spark driver thread did not stop within 30 s; its batch stays uncommitted")
+        context = self._context
+        if context is not None:
+            # A hot deploy to another processor must not leave this one's figures in status.
+            withdraw_report(context.zookeeper, context.paths, context.consumer_id)
         if self._own_spark and self.spark is not None:
             self.spark.stop()
             self.spark = None
@@ -281,6 +285,10 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
     def _add(self, key: tuple[str, int], messages: list[Any]) -> None:
         collector = self.collector
         first_new = collector.next_offset(key)
+        if first_new is None:
+            # Forgotten by the driver since the registration check (a slice it had to void): the
+            # next batch registers the partition again and re-reads from the committed offset.
+            return
         if messages and messages[0].offset() < first_new:
             # A re-delivered batch: its first part was taken already.
             messages = [m for m in messages if m.offset() >= first_new]
@@ -299,8 +307,8 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
             messages = messages[cut:]
             if not messages:
                 return
-        rest: Any = messages_to_arrow(messages)
-        while rest is not None:
+        rest: Any = None
+        while True:
             if collector.is_full() and self._context is not None:
                 # Every partition waits for the driver here: the channel pauses none of them for
                 # the buffers they fill meanwhile (ChannelContext.waiting_downstream).
@@ -308,7 +316,11 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
                     collector.wait_for_room()
             else:
                 collector.wait_for_room()
-            rest = collector.add_open(key, rest, messages[-1].offset())
+            # Converted once there is room, so a waiting worker holds librdkafka's messages only
+            # (counted in the channel's budget), not an Arrow copy beside them.
+            rest = collector.add_open(key, messages_to_arrow(messages) if rest is None else rest, messages[-1].offset())
+            if rest is None:
+                return
 
     def on_idle(self, source: PartitionSource) -> BatchResponse | None:
         # A replay whose last events are gone from the log (retention) would otherwise wait forever.

@@ -214,3 +214,31 @@ def test_the_command_compacts_and_refuses_like_the_function(
     result = json.loads(done.stdout)
     assert result["compacted"] and result["rows"] == 2 * 24 and len(result["files"]) == 6
     assert content(spark, sink) == before
+
+
+def test_directory_names_are_kept_and_a_schema_change_is_refused(spark: Any, tmp_path: Path, zk: KazooClient) -> None:
+    """Directories keep their exact names ("hour=07", escaped characters), and a range whose
+    files have different schemas is refused before anything changes (Spark would keep one)."""
+    out = tmp_path / "out"
+    sink = ParquetSink(str(out), partition_by="hour")
+    for batch_id in (1, 2):
+        df = spark.createDataFrame(
+            [("t", 0, "07", batch_id), ("a:b%c", 1, "07", batch_id)], "topic STRING, partition INT, hour STRING, n INT"
+        )
+        sink.write(df, batch_id)
+    ledger(zk, next_batch_id=4)
+    before = {p.relative_to(out).parent.as_posix() for p in data_files(out)}
+    assert compact(spark, sink, 1, 2, zookeeper=zk, group=GROUP) is not None
+    after = {p.relative_to(out).parent.as_posix() for p in data_files(out)}
+    assert after == {d.replace("batch_id=2", "batch_id=1") for d in before}  # the same names, under batch 1
+    assert sorted((r["topic"], r["hour"], r["n"]) for r in sink.read(spark).collect()) == sorted(
+        [("t", 7, 1), ("a:b%c", 7, 1), ("t", 7, 2), ("a:b%c", 7, 2)]
+    )
+    # Batch 3 gains a column: compacting 3 with a batch of the old schema is refused, untouched.
+    sink.write(spark.createDataFrame([("t", 0, "07", 3, "x")], "topic STRING, partition INT, hour STRING, n INT, extra STRING"), 3)
+    sink.write(spark.createDataFrame([("t", 0, "07", 4)], "topic STRING, partition INT, hour STRING, n INT"), 4)
+    ledger(zk, next_batch_id=5)
+    files = sorted(data_files(out))
+    with pytest.raises(CompactionRefused, match="do not share one schema"):
+        compact(spark, sink, 3, 4, zookeeper=zk, group=GROUP)
+    assert sorted(data_files(out)) == files
