@@ -140,7 +140,7 @@ def run(cluster: BenchCluster, rate: int, seconds: float, progress: Any) -> dict
         "rate_events_per_s": rate,
         "seconds": seconds,
         "partitions": PARTITIONS,
-        "master": MASTER,
+        "master": (cluster.spark.remote or cluster.spark.master) if cluster.spark is not None else MASTER,
         "channel": dict(channel_settings),
         "max_events": max_events,
         "max_interval_ms": max_interval_ms,
@@ -173,7 +173,7 @@ def run(cluster: BenchCluster, rate: int, seconds: float, progress: Any) -> dict
             return super().on_next_batch(source, batch)
 
     progress.note("latency: starting a Spark session and the channel")
-    spark = build_session(SparkConfig(
+    spark = build_session(cluster.spark or SparkConfig(
         master=MASTER, app_name="jetkafka-bench-latency", driver_memory="2g",
         conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4", "spark.sql.session.timeZone": "UTC"},
     ))

@@ -133,7 +133,7 @@ def run(cluster: BenchCluster, events: int, repeat: int, progress: Any, topic: s
     settings: dict[str, Any] = {
         "events": events,
         "event_bytes": EVENT_BYTES,
-        "master": MASTER,
+        "master": (cluster.spark.remote or cluster.spark.master) if cluster.spark is not None else MASTER,
         "repeat": repeat,
         "workload": workload,
         "benchmark": "benchmarks/spark_arrow_vs_rows.py (via_arrow, via_rows, materialize, best_time)",
@@ -162,7 +162,7 @@ def run(cluster: BenchCluster, events: int, repeat: int, progress: Any, topic: s
     progress.note("spark: starting a Spark session")
     records = read_records(cluster.kafka, topic, PARTITIONS, events)
     spark = build_session(
-        SparkConfig(
+        cluster.spark or SparkConfig(
             master=MASTER,
             app_name="jetkafka-bench",
             driver_memory="2g",

@@ -41,6 +41,9 @@ class BenchCluster:
     kafka: dict[str, Any]  # librdkafka properties for every client
     broker: str  # what serves Kafka, for the report
     local: bool  # a dev stack started by this run
+    # The file's ``spark:`` section when run with --config (its master or Connect server runs the
+    # Spark parts); None: a local[2] session in the bench's process.
+    spark: Any = None
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="jetkafka-bench-")))
     keep_workdir: bool = False  # set when a part failed: its logs stay for a look
@@ -248,7 +251,9 @@ def open_cluster(config_path: str | os.PathLike[str] | None) -> Iterator[BenchCl
         if zk.auth is not None:
             zookeeper["auth"] = {"credential": zk.auth.credential, "scheme": zk.auth.scheme}
         kafka = dict(config.kafka)
-        cluster = BenchCluster(zookeeper, kafka, broker=f"Kafka at {kafka['bootstrap.servers']}", local=False)
+        cluster = BenchCluster(
+            zookeeper, kafka, broker=f"Kafka at {kafka['bootstrap.servers']}", local=False, spark=config.spark
+        )
         try:
             yield cluster
         finally:
