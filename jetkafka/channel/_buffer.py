@@ -100,21 +100,14 @@ class PartitionBuffer:
     def _pause_if_over(self) -> bool:
         """Mark fetching paused and return True when the buffer is far beyond its share, the
         channel's budget is spent, and no worker waits downstream now nor began to since the
-        buffer was last within its share, or the buffer is twice as far beyond (``lock`` held)."""
+        buffer was last within its share (``lock`` held)."""
         if self.fetch_paused:
             return False
         k = self.PAUSE_FACTOR
         if self.buffered < k * self.buffer_max_events and self.buffered_bytes < k * self.buffer_max_bytes:
             return False
         budget = self.budget
-        if not budget.spent():
-            return False
-        excused = budget.downstream_waits > self._waits_seen
-        if excused and self.buffered < 2 * k * self.buffer_max_events and self.buffered_bytes < 2 * k * self.buffer_max_bytes:
-            # The excuse is channel-wide: a partition whose own worker is stuck elsewhere (an
-            # error back-off) is excused too while others wait downstream. Past twice the pause
-            # point it is paused anyway, so it cannot take the whole budget of a channel with
-            # more than 2 × PAUSE_FACTOR partitions and starve the others.
+        if not budget.spent() or budget.downstream_waits > self._waits_seen:
             return False
         self.fetch_paused = True
         return True
