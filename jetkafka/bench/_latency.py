@@ -50,6 +50,7 @@ log = logging.getLogger("jetkafka.bench")
 
 PARTITIONS = 8
 POLL_S = 0.005  # how often the committed offsets are read
+WARM_UP_ROUNDS = 3  # a second of events each, committed before the window opens
 CREATE_TIME = 1  # confluent_kafka.TIMESTAMP_CREATE_TIME
 
 
@@ -193,7 +194,9 @@ def run(cluster: BenchCluster, rate: int, seconds: float, progress: Any) -> dict
     result: dict[str, Any] = {"settings": settings}
     try:
         channel.start()
-        warm_up(cluster, topic, events.encode, processor)
+        warm_up(cluster, topic, events.encode, processor)  # every partition owned, a first job run
+        for _ in range(WARM_UP_ROUNDS):  # micro-batches of the measured size, so the JIT has warmed
+            warm_up(cluster, topic, events.encode, processor, per_partition=rate // PARTITIONS)
         progress.advance()
         progress.note(f"latency: producing {rate:,} events/s for {seconds:g} s")
         watch.since_ms = time.time() * 1000
@@ -232,17 +235,23 @@ def run(cluster: BenchCluster, rate: int, seconds: float, progress: Any) -> dict
     return result
 
 
-def warm_up(cluster: BenchCluster, topic: str, encode: Any, processor: Any, timeout_s: float = 180.0) -> None:
-    """One record per partition, through to its commit: the channel owns every partition and
-    Spark has run a first job before the measured window opens."""
+def warm_up(
+    cluster: BenchCluster, topic: str, encode: Any, processor: Any, per_partition: int = 1, timeout_s: float = 180.0
+) -> None:
+    """``per_partition`` records per partition, through to their commit: the channel owns every
+    partition and Spark has run its first jobs before the measured window opens (the first
+    jobs of a fresh JVM are several times slower than its steady state)."""
     from jetkafka.bench._spark_workload import fill_records
 
+    before = processor.stats()["events"]
+    now_ms = int(time.time() * 1000)
     fill_records(cluster.kafka, topic, [
-        (p, b"warm-up", encode({"id": f"w{p}", "user": "u000", "cents": 100, "ts": int(time.time() * 1000)}))
+        (p, b"warm-up", encode({"id": f"w{p}-{i}", "user": "u000", "cents": 100, "ts": now_ms}))
+        for i in range(per_partition)
         for p in range(PARTITIONS)
     ])
     deadline = time.monotonic() + timeout_s
-    while processor.stats()["events"] < PARTITIONS:
+    while processor.stats()["events"] < before + PARTITIONS * per_partition:
         if time.monotonic() > deadline:
             raise RuntimeError(f"the warm-up records were not committed within {timeout_s:g} s")
         time.sleep(0.05)
