@@ -7,9 +7,6 @@ compared with a threshold.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -87,22 +84,9 @@ def test_rows_say_when_the_producer_fell_behind() -> None:
 
 
 @pytest.fixture(scope="module")
-def latency_run() -> dict[str, Any]:
-    """``jetkafka bench --only latency`` at 500 events/s for 3 s, on its own dev stack."""
-    pytest.importorskip("pyspark")
-    proc = subprocess.run(
-        [
-            sys.executable, "-m", "jetkafka", "bench", "--only", "latency", "--latency-rate", "500",
-            "--latency-seconds", "3", "--json", "--no-progress",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)
+def latency_run(spark_and_latency_run: dict[str, Any]) -> dict[str, Any]:
+    """The shared bench run (tests/bench/conftest.py): its latency part, 500 events/s for 3 s."""
+    return spark_and_latency_run
 
 
 @pytest.mark.cluster

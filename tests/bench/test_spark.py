@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,30 +14,18 @@ import pytest
 
 from jetkafka.bench import _report as report
 from jetkafka.bench._spark_workload import Workload, example_settings, processor_default
+from tests.bench.conftest import SPARK_EVENTS
 
 EXAMPLE_MAX_EVENTS = example_settings()[1]
 
 REPO = Path(__file__).resolve().parents[2]
-EVENTS = 6_000
+EVENTS = SPARK_EVENTS
 
 
 @pytest.fixture(scope="module")
-def aggregate_run() -> dict[str, Any]:
-    """One ``jetkafka bench --only spark --spark-workload aggregate`` of 6,000 events, on its own dev stack."""
-    pytest.importorskip("pyspark")
-    proc = subprocess.run(
-        [
-            sys.executable, "-m", "jetkafka", "bench", "--only", "spark", "--spark-workload", "aggregate",
-            "--spark-events", str(EVENTS), "--repeat", "1", "--json", "--no-progress",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)
+def aggregate_run(spark_and_latency_run: dict[str, Any]) -> dict[str, Any]:
+    """The shared bench run (tests/bench/conftest.py): its Spark part, aggregate workload."""
+    return spark_and_latency_run
 
 
 @pytest.mark.cluster
