@@ -25,7 +25,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-PHASES = ("gather", "wait", "record", "build", "fn", "commit")
+# One list of phases for the driver, the metrics and status (ops does not import the spark package).
+from jetkafka.ops._micro_batch_reports import PHASES
+
+__all__ = ["PHASES", "DriverStats", "MicroBatchFigures"]
 
 
 @dataclass(frozen=True)
