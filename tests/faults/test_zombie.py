@@ -159,11 +159,15 @@ def test_frozen_instance_is_fenced_and_rejoins(
     assert zombie_log.count("partition lost (") >= len(held)
     refused = zombie_log.count("refused: partition no longer owned by this instance")
     postponed = zombie_log.count("postponed, ZooKeeper unreachable")
+    dropped = zombie_log.count("dropped: the partition was lost before ZooKeeper took it")
     in_hand = {d.partition for d in uncommitted}
-    # Each batch in hand at the freeze tried to commit after the thaw: refused by the fence, or
-    # (when the thawed connection was still being replaced) not sent and dropped with the loss.
-    assert refused >= 1 and refused + postponed >= len(in_hand) >= 1, (
-        f"{refused} commits refused, {postponed} postponed, {len(in_hand)} batches in hand at the freeze"
+    # Each batch in hand at the freeze, or done but with its advance still waiting for the commit
+    # interval, tried to commit after the thaw: refused by the fence; or, when kazoo reported the
+    # lost session before the commit went out, dropped with the loss (after a postponement when
+    # the thawed connection was still being replaced). Each way is logged.
+    assert refused >= 1 and refused + postponed + dropped >= len(in_hand) >= 1, (
+        f"{refused} commits refused, {postponed} postponed, {dropped} dropped, "
+        f"{len(in_hand)} partitions with a batch in hand at the freeze"
     )
     # Every one of those is counted where an alert can see it, whatever ZooKeeper answered.
     counted = {
@@ -189,7 +193,7 @@ def test_a_thawed_instance_starts_no_batch_on_partitions_it_lost(
     starts none. Injected: SIGSTOP of an instance that is behind (its buffers are full) past
     the session timeout, SIGCONT. Asserted: nothing the thawed instance delivered was also
     delivered by the survivor, except batches in hand at the freeze; every event delivered; the
-    instance logged the lapse of its lease."""
+    instance logged why it started none."""
     topic = topic_factory(partitions=PARTITIONS)
     events = tmp_path / "events.log"
     config = member_config(
@@ -240,4 +244,13 @@ def test_a_thawed_instance_starts_no_batch_on_partitions_it_lost(
     print(f"{len(in_hand)} duplicates from batches in hand at SIGSTOP, {len(after_thaw)} from batches started after SIGCONT")
     assert after_thaw == [], f"{len(after_thaw)} events of batches started after the thaw were also delivered by the survivor"
     assert len(in_hand) <= 2 * 10  # at most one batch per thread
-    assert "the session may have expired unnoticed; starting no batch" in zombie.log()
+    # Why it started none is logged: its local lease lapsed while it was stopped, or kazoo's
+    # thread ran first after the thaw and reported the connection down or the session lost.
+    # Which comes first is up to the scheduler; each of them stops new batches.
+    reasons = (
+        "the session may have expired unnoticed; starting no batch",
+        "ZooKeeper session lost: starting no batch",
+        "ZooKeeper connection suspended; commits and new batches wait for it",
+    )
+    zombie_log = zombie.log()
+    assert any(r in zombie_log for r in reasons), zombie_log[-3000:]
