@@ -127,6 +127,10 @@ def _start(client: KazooClient, config: ZooKeeperConfig) -> None:
         ) from None
     except BaseException:
         # Interrupted while connecting (a signal's handler raised): do not leave kazoo retrying.
-        client.stop()
-        client.close()
+        # Interrupted early enough, kazoo is half started (no wake-up socket yet) and its stop()
+        # fails on what is missing; the interruption is what the caller must see.
+        with contextlib.suppress(Exception):
+            client.stop()
+        with contextlib.suppress(Exception):
+            client.close()
         raise
