@@ -42,8 +42,10 @@ before every source file has left the tree. Between step 4's first move and ``do
 compacted files are moved in (each file shows as it lands). A query that listed the files
 before step 4 and reads them after fails with a missing file rather than reading wrong rows.
 
-Run one compaction at a time per sink path (a compaction repairs the journals it finds, and
-would roll back one that is still staging). Local paths and shared mounts only (``file:``);
+One compaction runs at a time per group: each holds the ephemeral node
+``/consumers/<group>/microbatches/compaction`` while it works, and a second one is refused
+(it would repair, that is undo, the first one's journal while that one is still staging).
+Two groups must not compact the same sink path. Local paths and shared mounts only (``file:``);
 other filesystems raise :class:`~jetkafka.spark._publish.SinkError`.
 """
 
@@ -63,7 +65,7 @@ from urllib.parse import unquote, urlsplit
 from kazoo.client import KazooClient
 
 from jetkafka.coordination._paths import GroupPaths
-from jetkafka.errors import JetkafkaError
+from jetkafka.spark._compaction_slot import CompactionRefused, CompactionSlot, compaction_slot
 from jetkafka.spark._ledger import MicroBatchLedger
 from jetkafka.spark._publish import SinkError, scheme_of
 
@@ -93,10 +95,6 @@ class SinkLayout(Protocol):
 
     @property
     def options(self) -> Mapping[str, str]: ...
-
-
-class CompactionRefused(JetkafkaError):
-    """The range cannot be compacted (not closed, already compacted, or not batch ids)."""
 
 
 @dataclass(frozen=True)
@@ -155,12 +153,27 @@ def compact(
     left half done (see the module's documentation). Returns the record of this compaction, or
     None when the range holds no files; the same range compacted again returns its record.
     Raises :class:`CompactionRefused` for a range that is
-    not closed or overlaps a finished compaction. Runs on the calling thread; one compaction per
-    sink path at a time.
+    not closed or overlaps a finished compaction, and while another compaction of the group
+    runs. Runs on the calling thread.
     """
     if first > last or first < 0:
         raise CompactionRefused(f"not a range of batch ids: {first}..{last}")
     root = _local_root(sink.path)
+    with compaction_slot(zookeeper, group, sink.path, first, last) as slot:
+        return _compact(spark, sink, root, first, last, zookeeper, group, max_records_per_file, slot)
+
+
+def _compact(
+    spark: SparkSession,
+    sink: SinkLayout,
+    root: str,
+    first: int,
+    last: int,
+    zookeeper: KazooClient,
+    group: str,
+    max_records_per_file: int | None,
+    slot: CompactionSlot,
+) -> CompactionRecord | None:
     for unfinished in _journals(root, finished=False):
         _repair(root, unfinished)
     check_closed(zookeeper, group, first, last)
@@ -194,6 +207,7 @@ def compact(
     moves = [
         [rel, _target(sink, first, last, rel, n)] for n, rel in enumerate(_files_below(staged, suffix=".parquet"))
     ]
+    slot.check("switching the files")
     _write_json(journal, "moves.json", {"moves": moves, "rows": rows})
     return _roll_forward(root, journal)
 

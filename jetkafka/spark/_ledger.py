@@ -6,6 +6,7 @@ Layout, under the group's node::
     /consumers/<group>/microbatches/pending/<topic>/<partition>     persistent  JSON {batch_id, from, to, consumer}
     /consumers/<group>/microbatches/instances/<consumer-id>         ephemeral   JSON figures for ``jetkafka status``
                                                                                 (jetkafka.ops._micro_batch_reports; never read here)
+    /consumers/<group>/microbatches/compaction                      ephemeral   JSON, while a compaction runs (jetkafka.spark._compaction_slot)
 
 A micro-batch's life in ZooKeeper, per partition slice ``[from, to)``:
 

@@ -19,6 +19,7 @@ from kazoo.client import KazooClient
 from jetkafka.cli import main
 from jetkafka.coordination._paths import GroupPaths
 from jetkafka.spark import CompactionRefused, ParquetSink, _compaction, compact
+from jetkafka.spark._compaction_slot import compaction_slot, slot_path
 from jetkafka.spark._ledger import MicroBatchLedger, encode_pending
 from tests.support.channels import channel_config
 from tests.support.processes import REPO
@@ -178,6 +179,59 @@ def test_a_crash_while_switching_is_finished_and_readers_never_see_a_row_twice(
             out = tmp_path / "out2"
             sink = ParquetSink(str(out), partition_by="day", one_file_per_slice=False)
             write_batches(spark, sink, range(1, 6))
+
+
+def test_one_compaction_at_a_time_and_one_whose_session_expired_switches_nothing(
+    spark: Any, tmp_path: Path, zk: KazooClient, zk_connect: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out"
+    sink = ParquetSink(str(out), partition_by="day", one_file_per_slice=False)
+    write_batches(spark, sink, range(1, 5))
+    ledger(zk, next_batch_id=5)
+    before = content(spark, sink)
+    files_before = sorted(p.relative_to(out) for p in data_files(out))
+    slot = slot_path(GROUP)
+
+    # Another compaction of the group runs: this one is refused, naming it, and touches nothing.
+    running = r"another compaction of group g is running \(micro-batches 7..9 "
+    with compaction_slot(zk, GROUP, "/elsewhere", 7, 9), pytest.raises(CompactionRefused, match=running):
+        compact(spark, sink, 1, 4, zookeeper=zk, group=GROUP)
+    assert zk.exists(slot) is None  # freed when the other finished
+    assert not (out / "_jetkafka-compaction").exists()
+
+    # A compaction whose ZooKeeper session ends while it stages (closed from another connection,
+    # as the server does at expiry) and whose slot another compaction then takes, switches no file.
+    own = KazooClient(hosts=zk_connect)
+    own.start(timeout=10)
+    real_stage = _compaction._stage
+
+    def stage_then_lose_the_session(*args: Any) -> int:
+        rows = real_stage(*args)
+        session_id, password = own.client_id
+        closer = KazooClient(hosts=zk_connect, client_id=(session_id, password))
+        closer.start(timeout=10)
+        closer.stop()  # closes the shared session: its ephemeral slot node goes with it
+        closer.close()
+        zk.create(slot, b'{"first": 1, "last": 4, "path": "p", "pid": 1, "host": "h"}', ephemeral=True)
+        return rows
+
+    monkeypatch.setattr(_compaction, "_stage", stage_then_lose_the_session)
+    try:
+        with pytest.raises(CompactionRefused, match="lost its slot before switching the files"):
+            compact(spark, sink, 1, 4, zookeeper=own, group=GROUP)
+    finally:
+        own.stop()
+        own.close()
+    monkeypatch.undo()
+    assert zk.exists(slot) is not None  # the other's node is left alone
+    assert sorted(p.relative_to(out) for p in data_files(out)) == files_before
+    assert content(spark, sink) == before
+    zk.delete(slot)
+
+    # The next compaction undoes the left-over journal and runs.
+    record = compact(spark, sink, 1, 4, zookeeper=zk, group=GROUP)
+    assert record is not None and record.rows == 4 * 24
+    assert content(spark, sink) == before
 
 
 def test_the_command_compacts_and_refuses_like_the_function(
