@@ -26,7 +26,9 @@ loop); every kind of fault ran (and failed none), and the row's own mechanism wa
 Each test prints the checker's table and the row as a matrix line per fault.
 
 The Spark row starts three Spark drivers on two CPUs, too heavy for ``make test``: it is marked
-``soak`` and runs with ``make soak``; the rest are marked ``slow`` and run by default.
+``soak`` and runs with ``make soak``, as do the ``periodic`` and ``no-duplication`` rows of
+``SimpleKafkaProcessor`` (the same processor as ``every-batch`` with another commit policy, so
+the default run keeps its time budget); the rest are marked ``slow`` and run by default.
 """
 
 from __future__ import annotations
@@ -121,13 +123,13 @@ def test_matrix_simple_every_batch(matrix_seed: int, soak_dir: str | None, tmp_p
     _row("simple-every-batch", matrix_seed, soak_dir, tmp_path)
 
 
-@pytest.mark.slow
+@pytest.mark.soak
 @pytest.mark.timeout(900)
 def test_matrix_simple_periodic(matrix_seed: int, soak_dir: str | None, tmp_path: Path) -> None:
     _row("simple-periodic", matrix_seed, soak_dir, tmp_path)
 
 
-@pytest.mark.slow
+@pytest.mark.soak
 @pytest.mark.timeout(900)
 def test_matrix_simple_no_duplication(matrix_seed: int, soak_dir: str | None, tmp_path: Path) -> None:
     _row("simple-no-duplication", matrix_seed, soak_dir, tmp_path)
