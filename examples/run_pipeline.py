@@ -156,6 +156,7 @@ def run_pipeline(args: argparse.Namespace, info: StackInfo, progress: Progress) 
         channel.start()
         began = time.monotonic()
         committed = 0
+        peak = PeakHeld(processor)
         try:
             window: list[tuple[float, int]] = [(began, 0)]
             while committed < produced:
@@ -176,6 +177,7 @@ def run_pipeline(args: argparse.Namespace, info: StackInfo, progress: Progress) 
             wall = time.monotonic() - began
             progress.show(f"done        {committed:>10,} events committed in {wall:.1f} s", final=True)
         finally:
+            peak.stop()
             channel.shutdown()
         stats = processor.stats()
         stages = spark_stage_seconds(spark) if args.spark_jobs else None
@@ -195,7 +197,32 @@ def run_pipeline(args: argparse.Namespace, info: StackInfo, progress: Progress) 
         "warm_up": warm,
         "output": output,
         "stages": stages,
+        "peak_held": peak.events,
+        "max_events": args.max_events,
     }
+
+
+class PeakHeld:
+    """The most events the processor held at once (built micro-batches, the one being gathered
+    and the one Spark runs), sampled every 10 ms: a peak shorter than that may be missed, never
+    overstated."""
+
+    def __init__(self, processor: SparkMicroBatchProcessor) -> None:
+        import threading
+
+        self.events = 0
+        self._processor = processor
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="peak-held", daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._done.wait(0.01):
+            self.events = max(self.events, self._processor.stats()["held_events"])
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
 
 
 def spark_stage_seconds(spark: Any) -> tuple[int, float, float] | None:
@@ -238,6 +265,10 @@ def print_summary(result: dict[str, Any], total: float) -> None:
         ("throughput", f"{result['committed'] / max(result['wall'], 1e-6):,.0f} events/s"),
         ("seconds per phase, summed", ", ".join(
             f"{phase} {stats['phase_seconds'][phase]:.1f}" for phase in ("record", "build", "fn", "commit")
+        )),
+        ("peak in memory", (
+            f"{result['peak_held']:,} events, "
+            f"{result['peak_held'] / result['max_events']:.2f} micro-batches of {result['max_events']:,}"
         )),
         ("output", result["output"]),
         ("check", "per-minute totals equal a plain-Python computation" if result["verified"] else "MISMATCH"),
