@@ -27,7 +27,8 @@ that fit between two commits, commits at most once per interval, as before; and,
 early commit needs a busy commit before it that went out on the interval rule, a partition
 never sends more than two commits within one interval. No advance waits longer than before: at
 most the interval after the previous commit went out, or until that commit's answer if it
-comes later.
+comes later. (A transactionally written log ends with a commit marker that is never delivered,
+so such a partition never counts as drained and keeps to the interval.)
 The delivery guarantee stays at-least-once: after a crash, the events a new owner re-reads are
 those processed since the last commit that landed, as without pipelining, so at most
 ``commit_interval_ms`` plus one ZooKeeper round trip of processing more.

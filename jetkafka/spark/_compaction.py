@@ -175,6 +175,7 @@ def _compact(
     slot: CompactionSlot,
 ) -> CompactionRecord | None:
     for unfinished in _journals(root, finished=False):
+        slot.check(f"repairing {unfinished}")
         _repair(root, unfinished)
     check_closed(zookeeper, group, first, last)
     for record in read_records(sink.path):
@@ -198,6 +199,7 @@ def _compact(
     staged = os.path.join(journal, "staged")
     rows = _stage(spark, root, sink, sources, staged, max_records_per_file)
     if rows != source_rows:
+        slot.check("deleting its journal")  # after an expiry, another may be compacting the same range
         shutil.rmtree(journal, ignore_errors=True)
         raise SinkError(
             f"compaction of {sink.path}, micro-batches {first}..{last}: {rows} rows staged but the sources hold "

@@ -192,6 +192,11 @@ def test_one_compaction_at_a_time_and_one_whose_session_expired_switches_nothing
     files_before = sorted(p.relative_to(out) for p in data_files(out))
     slot = slot_path(GROUP)
 
+    # A group without a micro-batch ledger (a mistyped name) is refused and left without nodes.
+    with pytest.raises(CompactionRefused, match="group typo has no micro-batch ledger"):
+        compact(spark, sink, 1, 4, zookeeper=zk, group="typo")
+    assert zk.exists("/consumers/typo") is None
+
     # Another compaction of the group runs: this one is refused, naming it, and touches nothing.
     running = r"another compaction of group g is running \(micro-batches 7..9 "
     with compaction_slot(zk, GROUP, "/elsewhere", 7, 9), pytest.raises(CompactionRefused, match=running):
