@@ -56,7 +56,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--verbose", action="store_true", help="show jetkafka's INFO logs")
     parser.add_argument("--spark-jobs", action="store_true",
                         help="also print the time Spark's stages took (from its REST API; needs spark.ui.enabled)")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    for name in ("events", "partitions", "max_events"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    return args
 
 
 class Progress:
