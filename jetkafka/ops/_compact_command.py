@@ -1,7 +1,8 @@
 """The ``jetkafka spark compact`` command: compaction of a ParquetSink's finished micro-batches.
 
     jetkafka spark compact --config FILE --path PATH --from FIRST --to LAST
-                           [--partition-by COLUMN ...] [--max-records-per-file N] [--json]
+                           [--partition-by COLUMN ...] [--option KEY=VALUE ...]
+                           [--max-records-per-file N] [--json]
 
 It checks the range against the group's micro-batch ledger in ZooKeeper (the configuration's
 ``zookeeper`` section and ``channel.group``) before it starts Spark, then runs
@@ -39,6 +40,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--partition-by", action="append", default=[], metavar="COLUMN",
         help="the sink's partition_by columns, in order (repeatable); as the sink was built",
     )
+    compact.add_argument(
+        "--option", dest="options", action="append", default=[], type=_writer_option, metavar="KEY=VALUE",
+        help="a Parquet writer option of the sink (e.g. compression=zstd; repeatable); as the sink was built",
+    )
     compact.add_argument("--max-records-per-file", type=_batch_id, metavar="N", help="at most N rows per file")
     compact.add_argument("--json", action="store_true", help="print the result as JSON")
     compact.set_defaults(func=cmd_compact)
@@ -51,6 +56,13 @@ def _batch_id(text: str) -> int:
     return value
 
 
+def _writer_option(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
+
+
 def cmd_compact(args: argparse.Namespace) -> int:
     from jetkafka.config import load_config
     from jetkafka.coordination._session import zookeeper_session
@@ -59,7 +71,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     group = config.channel.group
-    sink = ParquetSink(args.path, partition_by=args.partition_by)
+    sink = ParquetSink(args.path, partition_by=args.partition_by, options=dict(args.options))
     with zookeeper_session(config.zookeeper) as client:
         check_closed(client, group, args.first, args.last)  # before Spark takes its seconds to start
         spark = build_session(config.spark)

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 import yaml
 from kazoo.client import KazooClient
@@ -57,6 +58,16 @@ def plain_rows(spark: Any, path: Path) -> collections.Counter[tuple[str, int, st
 
 def data_files(path: Path) -> list[Path]:
     return [f for f in path.rglob("*.parquet") if not any(p.startswith("_") for p in f.relative_to(path).parts)]
+
+
+def four_finished_batches(spark: Any, tmp_path: Path, zk: KazooClient) -> tuple[Path, ParquetSink, list[Row]]:
+    """Batches 1..4 written (several files per slice) and finished in the ledger: the output
+    directory, its sink and what it reads back."""
+    out = tmp_path / "out"
+    sink = ParquetSink(str(out), partition_by="day", one_file_per_slice=False)
+    write_batches(spark, sink, range(1, 5))
+    ledger(zk, next_batch_id=5)
+    return out, sink, content(spark, sink)
 
 
 def test_compacted_batches_read_back_the_same_rows(spark: Any, tmp_path: Path, zk: KazooClient) -> None:
@@ -109,11 +120,7 @@ class Crash(Exception):
 def test_a_crash_while_staging_is_undone(
     spark: Any, tmp_path: Path, zk: KazooClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    out = tmp_path / "out"
-    sink = ParquetSink(str(out), partition_by="day", one_file_per_slice=False)
-    write_batches(spark, sink, range(1, 5))
-    ledger(zk, next_batch_id=5)
-    before = content(spark, sink)
+    out, sink, before = four_finished_batches(spark, tmp_path, zk)
     real_stage = _compaction._stage
 
     def stage_then_crash(*args: Any) -> int:
@@ -184,11 +191,7 @@ def test_a_crash_while_switching_is_finished_and_readers_never_see_a_row_twice(
 def test_one_compaction_at_a_time_and_one_whose_session_expired_switches_nothing(
     spark: Any, tmp_path: Path, zk: KazooClient, zk_connect: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    out = tmp_path / "out"
-    sink = ParquetSink(str(out), partition_by="day", one_file_per_slice=False)
-    write_batches(spark, sink, range(1, 5))
-    ledger(zk, next_batch_id=5)
-    before = content(spark, sink)
+    out, sink, before = four_finished_batches(spark, tmp_path, zk)
     files_before = sorted(p.relative_to(out) for p in data_files(out))
     slot = slot_path(GROUP)
 
@@ -266,13 +269,17 @@ def test_the_command_compacts_and_refuses_like_the_function(
 
     # In a process of its own: the command stops the session it started.
     done = subprocess.run(
-        [sys.executable, "-m", "jetkafka", *command, "--from", "1", "--to", "2", "--json"],
+        [sys.executable, "-m", "jetkafka", *command, "--from", "1", "--to", "2", "--option", "compression=gzip",
+         "--json"],
         cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
     )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["compacted"] and result["rows"] == 2 * 24 and len(result["files"]) == 6
     assert content(spark, sink) == before
+    # Written with the sink's writer options as given (Spark's own default would be snappy).
+    codecs = {pq.read_metadata(out / f).row_group(0).column(0).compression for f in result["files"]}
+    assert codecs == {"GZIP"}, codecs
 
 
 def test_directory_names_are_kept_and_a_schema_change_is_refused(spark: Any, tmp_path: Path, zk: KazooClient) -> None:
