@@ -29,7 +29,8 @@ from jetkafka.spark._arrow import (  # noqa: E402 - after require_extra on purpo
     to_dataframe_row_by_row,
     to_table,
 )
-from jetkafka.spark._compaction import CompactionRecord, compact  # noqa: E402 - after require_extra on purpose
+from jetkafka.spark._compaction import compact  # noqa: E402 - after require_extra on purpose
+from jetkafka.spark._compaction_journal import CompactionRecord  # noqa: E402 - after require_extra on purpose
 from jetkafka.spark._compaction_slot import CompactionRefused  # noqa: E402 - after require_extra on purpose
 from jetkafka.spark._fence import BatchFence, StaleWriter, current_fence  # noqa: E402 - after require_extra on purpose
 from jetkafka.spark._microbatch import SparkMicroBatchProcessor, resolve_function  # noqa: E402 - after require_extra on purpose

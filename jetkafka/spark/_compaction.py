@@ -35,6 +35,7 @@ skip names starting with ``_``):
 
 A crash at any point is repaired by the next :func:`compact` on the sink (any range): a journal
 without ``moves.json`` is undone (deleted: nothing visible had changed), one with it is finished.
+Steps 4 and 5 and the repair are :mod:`jetkafka.spark._compaction_journal`'s.
 
 What a reader running meanwhile sees: never a row twice, because no compacted file is in place
 before every source file has left the tree. Between step 4's first move and ``done.json``,
@@ -51,36 +52,43 @@ other filesystems raise :class:`~jetkafka.spark._publish.SinkError`.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
 import shutil
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import unquote, urlsplit
+from typing import TYPE_CHECKING, Protocol
+from urllib.parse import unquote
 
 from kazoo.client import KazooClient
 
 from jetkafka.coordination._paths import GroupPaths
+from jetkafka.spark._compaction_journal import (
+    JOURNAL_DIR,
+    SLICE_LEVELS,
+    CompactionRecord,
+    journals,
+    local_root,
+    read_records,
+    repair,
+    roll_forward,
+    write_json,
+)
 from jetkafka.spark._compaction_slot import CompactionRefused, CompactionSlot, compaction_slot
 from jetkafka.spark._ledger import MicroBatchLedger
-from jetkafka.spark._publish import SinkError, scheme_of
+from jetkafka.spark._publish import SinkError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger("jetkafka.spark")
 
-JOURNAL_DIR = "_jetkafka-compaction"
 SOURCE_PREFIX = "part-"  # every file Spark's Parquet writer makes
 COMPACTED_PREFIX = "compacted-"
 # Prefix of the staging write's directory columns, copies of the real ones (Spark's partitionBy
 # takes a column out of the files; the real one must stay in). Not "_": Spark skips those.
 _COPY = "jetkafka_dir_"
-SLICE_LEVELS = ("batch_id", "topic", "partition")  # the directory levels a micro-batch adds
 
 
 class SinkLayout(Protocol):
@@ -95,20 +103,6 @@ class SinkLayout(Protocol):
 
     @property
     def options(self) -> Mapping[str, str]: ...
-
-
-@dataclass(frozen=True)
-class CompactionRecord:
-    """A finished compaction: batches ``first..last`` now live in ``files`` (relative paths)."""
-
-    first: int
-    last: int
-    files: tuple[str, ...]
-    rows: int
-    sources: int  # files the range had before
-
-    def covers(self, batch_id: int) -> bool:
-        return self.first <= batch_id <= self.last
 
 
 def check_closed(zookeeper: KazooClient, group: str, first: int, last: int) -> None:
@@ -158,7 +152,7 @@ def compact(
     """
     if first > last or first < 0:
         raise CompactionRefused(f"not a range of batch ids: {first}..{last}")
-    root = _local_root(sink.path)
+    root = local_root(sink.path)
     with compaction_slot(zookeeper, group, sink.path, first, last) as slot:
         return _compact(spark, sink, root, first, last, zookeeper, group, max_records_per_file, slot)
 
@@ -174,9 +168,9 @@ def _compact(
     max_records_per_file: int | None,
     slot: CompactionSlot,
 ) -> CompactionRecord | None:
-    for unfinished in _journals(root, finished=False):
+    for unfinished in journals(root, finished=False):
         slot.check(f"repairing {unfinished}")
-        _repair(root, unfinished)
+        repair(root, unfinished)
     check_closed(zookeeper, group, first, last)
     for record in read_records(sink.path):
         if (record.first, record.last) == (first, last):
@@ -195,7 +189,7 @@ def _compact(
     source_rows = _check_one_schema(root, sink, first, last, sources)
     journal = os.path.join(root, JOURNAL_DIR, f"{first}-{last}")
     os.makedirs(journal)
-    _write_json(journal, "plan.json", {"first": first, "last": last, "sources": sources})
+    write_json(journal, "plan.json", {"first": first, "last": last, "sources": sources})
     staged = os.path.join(journal, "staged")
     rows = _stage(spark, root, sink, sources, staged, max_records_per_file)
     if rows != source_rows:
@@ -210,23 +204,8 @@ def _compact(
         [rel, _target(sink, first, last, rel, n)] for n, rel in enumerate(_files_below(staged, suffix=".parquet"))
     ]
     slot.check("switching the files")
-    _write_json(journal, "moves.json", {"moves": moves, "rows": rows})
-    return _roll_forward(root, journal)
-
-
-def read_records(path: str) -> list[CompactionRecord]:
-    """The finished compactions of the sink at ``path`` (empty for a remote path)."""
-    if scheme_of(path) not in ("", "file"):
-        return []
-    root = _local_root(path)
-    out = []
-    for journal in _journals(root, finished=True):
-        with open(os.path.join(journal, "done.json"), encoding="utf-8") as f:
-            doc = json.load(f)
-        out.append(
-            CompactionRecord(int(doc["first"]), int(doc["last"]), tuple(doc["files"]), int(doc["rows"]), int(doc["sources"]))
-        )
-    return sorted(out, key=lambda r: r.first)
+    write_json(journal, "moves.json", {"moves": moves, "rows": rows})
+    return roll_forward(root, journal)
 
 
 # -- steps --------------------------------------------------------------------------------------
@@ -281,72 +260,7 @@ def _stage(
     return int(spark.read.parquet(staged).count())
 
 
-def _roll_forward(root: str, journal: str) -> CompactionRecord:
-    """Steps 4 and 5 from wherever a crash stopped them: every step is done at most once."""
-    plan = _read_json(journal, "plan.json")
-    doc = _read_json(journal, "moves.json")
-    first, last = int(plan["first"]), int(plan["last"])
-    removed = os.path.join(journal, "removed")
-    for rel in plan["sources"]:
-        _move_file(os.path.join(root, rel), os.path.join(removed, rel))
-        head, name = os.path.split(rel)
-        checksum = os.path.join(head, f".{name}.crc")  # Hadoop's local checksum beside a Spark file
-        if os.path.exists(os.path.join(root, checksum)):
-            _move_file(os.path.join(root, checksum), os.path.join(removed, checksum))
-    for leaf in sorted({os.path.dirname(rel) for rel in plan["sources"]}):
-        _remove_empty(root, leaf)
-    for staged_rel, target_rel in doc["moves"]:
-        _move_file(os.path.join(journal, "staged", staged_rel), os.path.join(root, target_rel))
-    files = [target for _, target in doc["moves"]]
-    record = CompactionRecord(first, last, tuple(files), int(doc["rows"]), len(plan["sources"]))
-    _write_json(
-        journal,
-        "done.json",
-        {"first": first, "last": last, "files": files, "rows": record.rows, "sources": record.sources},
-    )
-    for leftover in ("removed", "staged", "plan.json", "moves.json"):
-        where = os.path.join(journal, leftover)
-        if os.path.isdir(where):
-            shutil.rmtree(where)
-        elif os.path.exists(where):
-            os.remove(where)
-    log.info(
-        "compaction of %s, micro-batches %d..%d: %d file(s) into %d, %d rows",
-        root, first, last, record.sources, len(files), record.rows,
-    )
-    return record
-
-
-def _repair(root: str, journal: str) -> None:
-    """Finish (``moves.json`` written) or undo (before it) a compaction a crash interrupted."""
-    if os.path.exists(os.path.join(journal, "moves.json")):
-        log.warning("compaction journal %s was interrupted after staging: finishing it", journal)
-        _roll_forward(root, journal)
-    else:
-        log.warning("compaction journal %s was interrupted before its switch: undoing it (nothing had changed)", journal)
-        shutil.rmtree(journal)
-
-
 # -- files --------------------------------------------------------------------------------------
-
-
-def _local_root(path: str) -> str:
-    scheme = scheme_of(path)
-    if scheme not in ("", "file"):
-        raise SinkError(
-            f"compaction of {path}: only local paths and shared mounts (file:) are supported, not {scheme}://"
-        )
-    return urlsplit(path).path if scheme == "file" else path
-
-
-def _journals(root: str, *, finished: bool) -> list[str]:
-    base = os.path.join(root, JOURNAL_DIR)
-    try:
-        names = sorted(os.listdir(base))
-    except FileNotFoundError:
-        return []
-    found = [os.path.join(base, n) for n in names if os.path.isdir(os.path.join(base, n))]
-    return [j for j in found if os.path.exists(os.path.join(j, "done.json")) == finished]
 
 
 def _sources(root: str, sink: SinkLayout, first: int, last: int) -> list[str]:
@@ -384,47 +298,3 @@ def _target(sink: SinkLayout, first: int, last: int, staged_rel: str, n: int) ->
     slice_levels = levels[len(sink.partition_by):]
     name = f"{COMPACTED_PREFIX}{first}-{last}-{n:05d}-{uuid.uuid4().hex[:8]}.parquet"
     return os.path.join(*partition_levels, f"batch_id={first}", *slice_levels, name)
-
-
-def _move_file(source: str, target: str) -> None:
-    """Move a file unless it moved already (the target is there and the source gone), also
-    after a crash between the link and the unlink."""
-    if not os.path.exists(source):
-        if os.path.exists(target):
-            return
-        raise SinkError(f"compaction: {source} is gone and {target} is not there; the journal does not match the files")
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    if os.path.exists(target) and not os.path.samefile(source, target):
-        raise SinkError(f"compaction: {target} exists and is not {source}; not replacing it")
-    if not os.path.exists(target):
-        # link then unlink: never replaces a file that is there (os.rename would, silently).
-        os.link(source, target)
-    os.unlink(source)
-
-
-def _remove_empty(root: str, leaf: str) -> None:
-    """Remove the slice directory ``leaf`` and its topic and batch directories while they are
-    empty. The ``partition_by`` levels above stay: a writer publishing a newer batch may be
-    creating its directories in them at this moment."""
-    rel = leaf
-    for _ in range(len(SLICE_LEVELS)):
-        try:
-            os.rmdir(os.path.join(root, rel))
-        except OSError:
-            return  # not empty (or gone): its parents are not empty either
-        rel = os.path.dirname(rel)
-
-
-def _write_json(directory: str, name: str, doc: dict[str, Any]) -> None:
-    tmp = os.path.join(directory, f".{name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(doc, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, os.path.join(directory, name))
-
-
-def _read_json(directory: str, name: str) -> dict[str, Any]:
-    with open(os.path.join(directory, name), encoding="utf-8") as f:
-        doc: dict[str, Any] = json.load(f)
-    return doc

@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
-from jetkafka.spark._compaction import SOURCE_PREFIX, read_records
+from jetkafka.spark._compaction import SOURCE_PREFIX
+from jetkafka.spark._compaction_journal import read_records
 from jetkafka.spark._fence import current_fence
 from jetkafka.spark._publish import OBJECT_STORE_SCHEMES, SliceFiles, files_for, scheme_of
 

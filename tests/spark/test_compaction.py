@@ -19,7 +19,7 @@ from kazoo.client import KazooClient
 
 from jetkafka.cli import main
 from jetkafka.coordination._paths import GroupPaths
-from jetkafka.spark import CompactionRefused, ParquetSink, _compaction, compact
+from jetkafka.spark import CompactionRefused, ParquetSink, _compaction, _compaction_journal, compact
 from jetkafka.spark._compaction_slot import compaction_slot, slot_path
 from jetkafka.spark._ledger import MicroBatchLedger, encode_pending
 from tests.support.channels import channel_config
@@ -150,7 +150,7 @@ def test_a_crash_while_switching_is_finished_and_readers_never_see_a_row_twice(
     ledger(zk, next_batch_id=6)
     before = content(spark, sink)
     everything = collections.Counter((t, p, d, n) for _, t, p, d, n in before)
-    real_move = _compaction._move_file
+    real_move = _compaction_journal.move_file
 
     for moves_before_crash in (5, 10_000):  # among the sources, then among the compacted files
         calls = compacted_moves = 0
@@ -166,7 +166,7 @@ def test_a_crash_while_switching_is_finished_and_readers_never_see_a_row_twice(
                 raise Crash
             real_move(source, target)
 
-        monkeypatch.setattr(_compaction, "_move_file", move_then_crash)
+        monkeypatch.setattr(_compaction_journal, "move_file", move_then_crash)
         with pytest.raises(Crash):
             compact(spark, sink, 1, 4, zookeeper=zk, group=GROUP)
         monkeypatch.undo()
