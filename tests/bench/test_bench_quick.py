@@ -6,10 +6,7 @@ something and that the JSON document, the table and the chart are built from it.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,26 +15,13 @@ import pytest
 from jetkafka.bench import _report as report
 from jetkafka.bench._handoff import INSTANCES, percentile, run_trials
 from jetkafka.bench._progress import Progress
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.bench_runs import bench_json
 
 
 @pytest.fixture(scope="module")
 def quick_run() -> dict[str, Any]:
     """One ``jetkafka bench --quick`` of throughput, client cost and hand-off (2 trials), on its own dev stack."""
-    proc = subprocess.run(
-        [
-            sys.executable, "-m", "jetkafka", "bench", "--quick", "--only", "throughput,client,handoff",
-            "--trials", "2", "--json", "--no-progress",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)
+    return bench_json("--quick", "--only", "throughput,client,handoff", "--trials", "2", timeout=300)
 
 
 def test_document_describes_the_run(quick_run: dict[str, Any]) -> None:
