@@ -17,7 +17,10 @@ import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jetkafka.config import SparkConfig
 
 log = logging.getLogger("jetkafka.bench")
 
@@ -43,7 +46,7 @@ class BenchCluster:
     local: bool  # a dev stack started by this run
     # The file's ``spark:`` section when run with --config (its master or Connect server runs the
     # Spark parts); None: a local[2] session in the bench's process.
-    spark: Any = None
+    spark: SparkConfig | None = None
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="jetkafka-bench-")))
     keep_workdir: bool = False  # set when a part failed: its logs stay for a look

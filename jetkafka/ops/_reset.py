@@ -128,6 +128,7 @@ class ResetRun:
         self._store = OffsetStore(client, self.paths)
         self._wake = threading.Event()
         self._on_moved = on_partition_moved
+        self._lock_owner: int | None = None  # the session that created our lock node
 
     def run(self) -> ResetResult:
         deadline = time.monotonic() + self.timeout
@@ -169,7 +170,10 @@ class ResetRun:
         announced = False
         while True:
             try:
-                self.client.create(path, data, ephemeral=True)
+                # The created node's own stat: the session that holds the lock, whatever
+                # kazoo's session is by the time it is released.
+                _, stat = self.client.create(path, data, ephemeral=True, include_data=True)
+                self._lock_owner = stat.owner_session_id
                 return
             except NodeExistsError:
                 pass
@@ -223,8 +227,12 @@ class ResetRun:
         )
 
     def _unlock(self) -> None:
+        path = lock_path(self.paths, self.topic)
         try:
-            self.client.delete(lock_path(self.paths, self.topic))
+            # Only our own node: after our session expired the lock may be another reset's.
+            stat = self.client.exists(path)
+            if stat is not None and stat.owner_session_id == self._lock_owner:
+                self.client.delete(path, version=stat.version)
         except Exception:  # its ephemeral node goes with the session anyway
             log.debug("lock of %s not deleted", self.topic, exc_info=True)
 
