@@ -132,6 +132,10 @@ class BatchRunner:
             self.responses.out_of_range(state)
         elif not self.committer.retry_pending(state):
             pass  # lost: the next turn hands it over; committed (or nothing pending): go on below
+        elif not self._may_act():
+            # Again: the pending commit above is a ZooKeeper call, and a process frozen inside it
+            # past the session timeout must not start a batch on the answer it finds at the thaw.
+            state.stalled_until = time.monotonic() + 0.2
         elif state.has_buffered():
             self._batch(state)
         else:
