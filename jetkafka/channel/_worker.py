@@ -132,10 +132,6 @@ class BatchRunner:
             self.responses.out_of_range(state)
         elif not self.committer.retry_pending(state):
             pass  # lost: the next turn hands it over; committed (or nothing pending): go on below
-        elif not self._may_act():
-            # Again: the pending commit above is a ZooKeeper call, and a process frozen inside it
-            # past the session timeout must not start a batch on the answer it finds at the thaw.
-            state.stalled_until = time.monotonic() + 0.2
         elif state.has_buffered():
             self._batch(state)
         else:
@@ -153,7 +149,17 @@ class BatchRunner:
         working_on(state.key, head)  # the batch's first offset, for the processor's log records
         source = self.responses.source(state, head, last + 1)
         started = time.perf_counter()
-        end = deliver_batch(self.processor, source, EventBatch(batch), group=self.config.group)
+        # The lease is asked again inside the call, after everything above: the pending commit
+        # retried before this is a ZooKeeper call a frozen process may wake inside, and a
+        # freeze anywhere up to the processor's call must find the lease run out at the thaw.
+        end = deliver_batch(
+            self.processor, source, EventBatch(batch), group=self.config.group, may_start=self._may_act
+        )
+        if not end.started:
+            if state.redeliver is None:  # a batch being re-delivered stays with the failure policy
+                state.unread(batch)
+            state.stalled_until = time.monotonic() + 0.2
+            return
         if end.lost is not None:
             state.lost_reason = end.lost.reason
             return

@@ -10,7 +10,9 @@ so both treat a processor the same way:
   trace id, a failure is recorded on it) and sorts its end into a response, a
   :class:`~jetkafka.errors.PartitionLost` (nothing of the batch counts; the caller drops the
   partition) or a failure (any other exception, a response that is not a
-  :class:`BatchResponse`: the caller's failure policy decides, with ``on_exception`` first);
+  :class:`BatchResponse`: the caller's failure policy decides, with ``on_exception`` first).
+  Its ``may_start`` is asked last, right before the call: a process frozen past its session
+  timeout anywhere before that line finds its lease run out there and starts nothing;
 - :func:`ask_on_exception` reports a failed batch (the traceback once, at its first attempt)
   and asks ``on_exception`` what to do: a response to follow, or None for the failure policy;
 - :func:`call_hook` calls any other callback (``on_exception``, ``on_batch_processed``,
@@ -40,7 +42,8 @@ from jetkafka.processors._base import BatchEventProcessor, BatchResponse
 
 @dataclass(frozen=True)
 class BatchEnd:
-    """How ``on_next_batch`` ended: exactly one of the three is set."""
+    """How ``on_next_batch`` ended: exactly one of the three is set, or none when the batch was
+    not started (``may_start`` said no; the caller keeps the batch)."""
 
     response: BatchResponse | None = None
     lost: PartitionLost | None = None
@@ -49,13 +52,33 @@ class BatchEnd:
     # batch's trace id.
     span: Span | None = None
 
+    @property
+    def started(self) -> bool:
+        return self.response is not None or self.lost is not None or self.failure is not None
+
 
 def deliver_batch(
-    processor: BatchEventProcessor, source: PartitionSource, events: EventBatch, *, group: str | None = None
+    processor: BatchEventProcessor,
+    source: PartitionSource,
+    events: EventBatch,
+    *,
+    group: str | None = None,
+    may_start: Callable[[], bool] | None = None,
 ) -> BatchEnd:
     """``processor.on_next_batch(source, events)`` in the batch's span (``group``: the consumer
-    group, for the span's attributes), its end sorted as the module docstring says."""
+    group, for the span's attributes), its end sorted as the module docstring says.
+
+    ``may_start``: asked once more right before the call (after the span's setup, which takes
+    longer than anything after it); False returns an empty :class:`BatchEnd`. A check can
+    never be atomic with the call, so a process frozen between the two still delivers its
+    batch after the thaw: that batch was in hand at the freeze. Keeping the check here makes
+    that window a few bytecodes long instead of the whole preparation of the batch.
+    """
     with batch_span(source.topic, source.partition, group, events) as span:
+        if may_start is not None and not may_start():
+            if span.is_recording():
+                span.set_attribute("jetkafka.response", "not_started")
+            return BatchEnd()
         try:
             response = processor.on_next_batch(source, events)
             if not isinstance(response, BatchResponse):

@@ -4,12 +4,15 @@ anything), or once the session is known lost; each lapse logged once, with its c
 
 The end-to-end form (a real SIGSTOP) is ``tests/faults/test_zombie.py``; there the scheduler
 decides whether a worker or kazoo's thread runs first after the thaw, so this is where each
-cause is shown every time.
+cause is shown every time, and where a lapse between a turn's check and the processor's call
+(the last check, inside the call's wrapper) is shown to start nothing and lose nothing.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
+import threading
 import time
 from types import SimpleNamespace
 from typing import Any, cast
@@ -17,8 +20,10 @@ from typing import Any, cast
 import pytest
 from kazoo.client import KazooClient
 
+from jetkafka import BatchResponse, EventBatch, PartitionSource
 from jetkafka.channel._leases import PartitionLeases
 from jetkafka.coordination._session_lease import SessionLease
+from tests.support.channels import RecordingProcessor, committed_offsets, make_channel, values, wait_until
 
 
 def leases_over(lease: SessionLease) -> PartitionLeases:
@@ -64,3 +69,56 @@ def test_no_batch_starts_once_the_session_is_lost_or_while_commits_are_suspended
     assert "ZooKeeper session lost: starting no batch until a new session is established" in caplog.text
     lease.renewed(time.monotonic())  # the first answer on the new session
     assert leases.may_act()
+
+
+class FlakyOnce(RecordingProcessor):
+    """Fails the first attempt of every fifth batch (its first offset a multiple of 50)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed: set[int] = set()
+
+    def on_next_batch(self, source: PartitionSource, events: EventBatch) -> BatchResponse:
+        first = events.first_offset
+        if first % 50 == 0 and first not in self.failed:
+            self.failed.add(first)
+            raise RuntimeError(f"offset {first}: first attempt fails")
+        return super().on_next_batch(source, events)
+
+
+def test_a_lease_lapsing_between_the_turn_and_the_call_starts_nothing_and_loses_nothing(
+    zk, zk_connect, kafka_config, topic_factory, produce
+) -> None:
+    # The turn's own check passes; the one right before the processor's call does not, as for a
+    # process frozen in between. The batch goes back (or stays with the retry of a failed one)
+    # and is delivered once the lease runs again, in order, nothing lost or repeated.
+    topic = topic_factory(partitions=2)
+    produce(topic, values(1000, 2))
+    processor = FlakyOnce()
+    channel = make_channel(
+        zk_connect, kafka_config, topic, processor, batch_max_events=10, error_backoff_ms=10, error_backoff_max_ms=20
+    )
+    refused = 0
+    asked_at_the_call = 0
+    lock = threading.Lock()
+    real = channel.may_act
+
+    def may_act() -> bool:
+        nonlocal refused, asked_at_the_call
+        if sys._getframe(1).f_code.co_name == "deliver_batch":
+            with lock:
+                asked_at_the_call += 1
+                if asked_at_the_call % 3 == 0:
+                    refused += 1
+                    return False
+        return real()
+
+    channel.may_act = may_act  # type: ignore[method-assign]
+    with channel:
+        wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 500, 1: 500}, what="every event committed")
+    assert processor.violations == []
+    assert sorted(processor.ids()) == list(range(1000))
+    for p in (0, 1):
+        offsets = [o for _t, part, o, _v in processor.delivered if part == p]
+        assert offsets == list(range(500)), f"partition {p}: delivered out of order or twice"
+    assert refused >= 10 and processor.failed, (refused, processor.failed)

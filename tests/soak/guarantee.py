@@ -33,7 +33,7 @@ every mode, and records deleted unread by the broker are gone in every mode.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 MODES = (
@@ -71,6 +71,12 @@ class Guarantee:
     loses_failed_batch: bool = False
     # A frozen-then-woken instance's sends under a hold that had ended, per hold.
     stale_sends_per_hold: int = 0
+    # A worker that asked the lease just before a SIGSTOP calls its processor at the SIGCONT:
+    # that batch (at most ``batch_max_events``, one per partition held) is one in hand. Not in
+    # ``no-duplication`` (its commit before the delivery is fenced), nor where a delivery is a
+    # request (the dispatcher: ``stale_sends_per_hold``) or a published slice (Spark).
+    batch_in_hand_after_thaw: bool = False
+    batch_max_events: int = 200
     # Deliveries are what the processes did (False: rows of an output, whose order is free).
     checks_order: bool = True
     # Each delivery is stamped with the start of its batch (the event log), so one stamped after
@@ -92,11 +98,14 @@ def guarantee_for(mode: str, params: dict[str, Any] | None = None) -> Guarantee:
     p = params or {}
     session = float(p.get("session_timeout_s", 10.0))
     commit_window = float(p.get("commit_interval_ms", 100)) / 1000
-    base = Guarantee(mode, redelivery_window_s=commit_window, round_trip_s=session)
+    batch = int(p.get("batch_max_events", 200))
+    base = Guarantee(
+        mode, redelivery_window_s=commit_window, round_trip_s=session, batch_in_hand_after_thaw=True, batch_max_events=batch
+    )
     if mode in ("batch", "simple-every-batch"):
         return base
     if mode == "simple-periodic":
-        return Guarantee(mode, redelivery_window_s=commit_window + float(p.get("interval_ms", 5000)) / 1000, round_trip_s=session)
+        return replace(base, redelivery_window_s=commit_window + float(p.get("interval_ms", 5000)) / 1000)
     if mode == "simple-no-duplication":
         return Guarantee(mode, redelivers_after_expiry=False, loses_batch_in_hand=True, loses_failed_batch=True)
     if mode == "dispatcher":
@@ -109,10 +118,7 @@ def guarantee_for(mode: str, params: dict[str, Any] | None = None) -> Guarantee:
             stamps_batch_start=False,
         )
     if mode == "recovery":
-        return Guarantee(
-            mode, redelivery_window_s=commit_window, round_trip_s=session,
-            recovery_batch=int(p.get("recovery_batch_max_events", 500)),
-        )
+        return replace(base, recovery_batch=int(p.get("recovery_batch_max_events", 500)))
     if mode == "spark":
         return Guarantee(mode, redelivers_after_expiry=False, checks_order=False, stamps_batch_start=False)
     raise ValueError(f"unknown soak mode {mode!r}; one of {', '.join(MODES)}")

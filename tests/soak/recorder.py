@@ -91,11 +91,12 @@ class SoakRecorder(EventLogRecorder):
             os.close(fd)
 
     def on_next_batch(self, source: PartitionSource, events: EventBatch) -> BatchResponse:
+        now = time.time()  # before the draw: the stamp is the batch's start
         first = events[0].offset
         if self._failures.fails(source.topic, source.partition, first):
-            self._write(f"R {self._pid} {time.time():.6f} {source.topic} {source.partition} {first} {len(events)}\n")
+            self._write(f"R {self._pid} {now:.6f} {source.topic} {source.partition} {first} {len(events)}\n")
             raise InjectedFailure(f"{source.topic}[{source.partition}] offset {first}: injected failure, first attempt")
-        return super().on_next_batch(source, events)
+        return self.record(events, now)
 
 
 class SimpleRecorder(SimpleKafkaProcessor):

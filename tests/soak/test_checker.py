@@ -129,13 +129,51 @@ def test_a_zombie_batch_started_after_its_session_expired_is_a_violation() -> No
     w.expire(A, 112.5)
     w.take(B, 0, 0, 112.6)
     w.deliver(2, 113.0, 0, range(10))
-    w.deliver(1, 115.2, 0, range(10, 15))  # after SIGCONT, before it noticed
-    w.deliver(2, 115.5, 0, range(10, 15))
+    w.deliver(1, 117.2, 0, range(10, 15))  # long after SIGCONT, before it noticed
+    w.deliver(2, 117.5, 0, range(10, 15))
     report = w.check()
     assert only(report.duplicated) == {
         ("zombie", "uncommitted batches of an expired session", True): 10,
         ("zombie", "batch started after the instance's session had expired", False): 5,
     }
+
+
+def test_the_batch_a_worker_started_as_it_froze_may_reach_the_processor_at_the_thaw() -> None:
+    # Its lease check passed before the SIGSTOP; the call and the stamp came at the SIGCONT.
+    w = two_members()
+    w.fault("zombie", 102.5, 115.0, [1])
+    w.expire(A, 112.5)
+    w.take(B, 0, 0, 112.6)
+    w.deliver(2, 113.0, 0, range(10))
+    w.deliver(1, 115.002, 0, range(5))
+    report = w.check()
+    assert only(report.duplicated) == {("zombie", "the batch in hand at the freeze, called at the thaw", True): 5}
+    assert report.violations == 0
+
+
+def test_more_than_one_batch_after_the_thaw_is_a_violation() -> None:
+    w = two_members()
+    w.fault("zombie", 102.5, 115.0, [1])
+    w.expire(A, 112.5)
+    w.take(B, 0, 0, 112.6)
+    w.deliver(2, 113.0, 0, range(10))
+    w.deliver(1, 115.002, 0, range(5))  # the batch in hand
+    w.deliver(1, 115.01, 0, range(5, 10))  # a second one: the worker asked no lease
+    report = w.check()
+    assert only(report.duplicated) == {
+        ("zombie", "more than the batch in hand at the freeze started after the thaw", False): 10
+    }
+
+
+def test_a_batch_at_the_thaw_on_a_partition_not_held_at_the_freeze_is_a_violation() -> None:
+    w = two_members()
+    w.take(B, 1, 0, 101.0)
+    w.deliver(2, 113.0, 1, range(10))
+    w.fault("zombie", 102.5, 115.0, [1])
+    w.expire(A, 112.5)
+    w.deliver(1, 115.002, 1, range(5))
+    report = w.check()
+    assert only(report.duplicated) == {("zombie", "batch started after the instance's session had expired", False): 5}
 
 
 def test_a_graceful_leave_that_hands_over_uncommitted_events_is_a_violation() -> None:

@@ -20,6 +20,10 @@ from tests.soak.fencing import Hold, Session, ZooKeeperHistory
 from tests.soak.history import Callback, Delivery, Fault
 
 TOLERANCE_S = 0.1
+# How long after SIGCONT a thawed process may still be calling its processor with the batch a
+# worker had started at the freeze: the scheduler of a loaded 2-CPU machine decides when that
+# thread runs again.
+THAW_S = 1.0
 # A fault's effects (a rebalance, a re-read) can show a few seconds after it ends.
 AFTERMATH_S = 15.0
 RESET_KINDS = frozenset({"reset_earliest", "reset_offset", "reset_time"})
@@ -118,6 +122,18 @@ class Timeline:
         if hold is None or hold.end is None or d.at <= hold.end + TOLERANCE_S:
             return None
         return hold
+
+    def freeze_in_hand(self, d: Delivery) -> Fault | None:
+        """The SIGSTOP (a ``zombie`` fault) ``d`` may have been in hand at: its process was
+        frozen holding ``d``'s partition, and ``d`` came within ``THAW_S`` of the SIGCONT (the
+        fault's end, taken just after it)."""
+        holds = self._holds.get((d.pid, d.topic, d.partition), [])
+        for f in self.faults:
+            if f.kind != "zombie" or d.pid not in f.pids or not f.end - TOLERANCE_S <= d.at <= f.end + THAW_S:
+                continue
+            if any(start - TOLERANCE_S <= f.start <= end + TOLERANCE_S for start, end, _ in holds):
+                return f
+        return None
 
     # -- offsets, resets, recovery ranges -------------------------------------------------------
 

@@ -41,7 +41,11 @@ class EventLogRecorder(BatchEventProcessor):
         os.write(self._fd, text.encode())
 
     def on_next_batch(self, source: PartitionSource, events: EventBatch) -> BatchResponse:
-        now = time.time()
+        return self.record(events, time.time())
+
+    def record(self, events: EventBatch, now: float) -> BatchResponse:
+        """Log ``events`` as delivered at ``now`` (taken first thing in ``on_next_batch``, as near
+        the channel's last lease check as a processor can stamp) and keep them ``delay_ms``."""
         tail = " r\n" if events.recovery else "\n"
         self._write(
             "".join(
