@@ -198,6 +198,11 @@ class BatchRunner:
             return
         if time.monotonic() - state.last_activity < self.config.idle_ms / 1000:
             return
+        if not self._may_act():
+            # As before a batch: the pending commit retried in this turn may have been where
+            # the process froze, and ``on_idle`` is the user's code too.
+            state.stalled_until = time.monotonic() + 0.2
+            return
         state.idle_fired = True
         source = self.responses.source(state, state.position, state.position)
         response = self.responses.call(state, "on_idle", source)

@@ -106,9 +106,20 @@ class RecoveryRunner:
         # Counted before the call: a processor may store progress itself (source.commit).
         cursor.unstored += len(batch)
         with inside(cursor.span):
+            # The lease asked last, right before the call: a process frozen since the round's
+            # check (in the reader's take, or the rate's wait) finds it run out at the thaw.
             end = deliver_batch(
-                self.processor, source, EventBatch(batch, recovery=True), group=self.channel.config.channel.group
+                self.processor,
+                source,
+                EventBatch(batch, recovery=True),
+                group=self.channel.config.channel.group,
+                may_start=self.channel.may_act,
             )
+        if not end.started:
+            cursor.unstored = max(0, cursor.unstored - len(batch))
+            cursor.redeliver = batch  # the next round hands it over again, the rate already paid
+            cursor.not_before = time.monotonic() + 0.1
+            return
         if end.lost is not None:
             self._drop(cursor.key)
             return

@@ -11,8 +11,6 @@ cause is shown every time, and where a lapse between a turn's check and the proc
 from __future__ import annotations
 
 import logging
-import sys
-import threading
 import time
 from types import SimpleNamespace
 from typing import Any, cast
@@ -24,6 +22,7 @@ from jetkafka import BatchResponse, EventBatch, PartitionSource
 from jetkafka.channel._leases import PartitionLeases
 from jetkafka.coordination._session_lease import SessionLease
 from tests.support.channels import RecordingProcessor, committed_offsets, make_channel, values, wait_until
+from tests.support.lapses import LapseAtTheCall
 
 
 def leases_over(lease: SessionLease) -> PartitionLeases:
@@ -74,14 +73,17 @@ def test_no_batch_starts_once_the_session_is_lost_or_while_commits_are_suspended
 class FlakyOnce(RecordingProcessor):
     """Fails the first attempt of every fifth batch (its first offset a multiple of 50)."""
 
-    def __init__(self) -> None:
+    def __init__(self, lapse: LapseAtTheCall | None = None) -> None:
         super().__init__()
         self.failed: set[int] = set()
+        self.lapse = lapse
 
     def on_next_batch(self, source: PartitionSource, events: EventBatch) -> BatchResponse:
         first = events.first_offset
         if first % 50 == 0 and first not in self.failed:
             self.failed.add(first)
+            if self.lapse is not None:
+                self.lapse.failed_partitions.add(source.partition)
             raise RuntimeError(f"offset {first}: first attempt fails")
         return super().on_next_batch(source, events)
 
@@ -89,31 +91,18 @@ class FlakyOnce(RecordingProcessor):
 def test_a_lease_lapsing_between_the_turn_and_the_call_starts_nothing_and_loses_nothing(
     zk, zk_connect, kafka_config, topic_factory, produce
 ) -> None:
-    # The turn's own check passes; the one right before the processor's call does not, as for a
-    # process frozen in between. The batch goes back (or stays with the retry of a failed one)
-    # and is delivered once the lease runs again, in order, nothing lost or repeated.
+    # The turn's own check passes; the one right before the processor's call does not. The
+    # batch goes back to the buffer (or stays with the retry of a failed one) and is delivered
+    # once the lease runs again, in order, nothing lost or repeated.
     topic = topic_factory(partitions=2)
     produce(topic, values(1000, 2))
     processor = FlakyOnce()
     channel = make_channel(
         zk_connect, kafka_config, topic, processor, batch_max_events=10, error_backoff_ms=10, error_backoff_max_ms=20
     )
-    refused = 0
-    asked_at_the_call = 0
-    lock = threading.Lock()
-    real = channel.may_act
-
-    def may_act() -> bool:
-        nonlocal refused, asked_at_the_call
-        if sys._getframe(1).f_code.co_name == "deliver_batch":
-            with lock:
-                asked_at_the_call += 1
-                if asked_at_the_call % 3 == 0:
-                    refused += 1
-                    return False
-        return real()
-
-    channel.may_act = may_act  # type: ignore[method-assign]
+    lapse = LapseAtTheCall(channel.may_act)
+    processor.lapse = lapse
+    channel.may_act = lapse  # type: ignore[method-assign]
     with channel:
         wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 500, 1: 500}, what="every event committed")
     assert processor.violations == []
@@ -121,4 +110,6 @@ def test_a_lease_lapsing_between_the_turn_and_the_call_starts_nothing_and_loses_
     for p in (0, 1):
         offsets = [o for _t, part, o, _v in processor.delivered if part == p]
         assert offsets == list(range(500)), f"partition {p}: delivered out of order or twice"
-    assert refused >= 10 and processor.failed, (refused, processor.failed)
+    assert lapse.refused >= 10 and lapse.refused_redeliveries == len(processor.failed) >= 2, (
+        lapse.refused, lapse.refused_redeliveries, sorted(processor.failed)
+    )

@@ -205,6 +205,28 @@ def _over_budget(kind: str, group: Budget, firsts: list[Delivery], g: Guarantee)
     return None
 
 
+def _crowded_freezes(budgets: dict[Budget, list[tuple[Cause, Delivery, str]]], g: Guarantee) -> dict[Budget, str]:
+    """The batches in hand at one freeze, over all partitions: each worker thread and the
+    recovery thread had at most one. Every group of a freeze with more is over its bound."""
+    batches: dict[tuple[int, str, bool], set[tuple[int, float]]] = defaultdict(set)
+    groups: dict[tuple[int, str, bool], list[Budget]] = defaultdict(list)
+    for budget, entries in budgets.items():
+        what, session, partition, group = budget
+        if what != "in_hand":
+            continue
+        freeze = (session, group.split()[0], group.endswith("recovery"))
+        batches[freeze] |= {(partition, first.at) for _c, first, _e in entries}
+        groups[freeze].append(budget)
+    crowded: dict[Budget, str] = {}
+    for freeze, found in batches.items():
+        limit = 1 if freeze[2] else g.threads
+        if len(found) > limit:
+            thread = "recovery thread" if freeze[2] else f"{g.threads} worker thread(s)"
+            for budget in groups[freeze]:
+                crowded[budget] = f"session 0x{freeze[0]:x}: {len(found)} batches in hand at one freeze; its {thread} held at most {limit}"
+    return crowded
+
+
 def check(
     *,
     mode: str,
@@ -279,6 +301,7 @@ def check(
                 budgets[budget].append((cause, drawn, example))
             else:
                 duplicated[cause].add(example)
+    crowded = _crowded_freezes(budgets, g)
     largest: dict[tuple[str, str], tuple[int, float, Budget]] = {}
     for budget, entries in budgets.items():
         firsts = [first for _c, first, _e in entries]
@@ -286,7 +309,7 @@ def check(
         which = (budget[0], entries[0][0].fault)
         if size[:2] > largest.get(which, (0, 0.0, budget))[:2]:
             largest[which] = size
-        over = _over_budget(entries[0][0].fault, budget, firsts, g)
+        over = _over_budget(entries[0][0].fault, budget, firsts, g) or crowded.get(budget)
         for i, (cause, _first, example) in enumerate(entries):
             if over is None:
                 duplicated[cause].add(example)

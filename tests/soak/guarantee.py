@@ -77,6 +77,7 @@ class Guarantee:
     # request (the dispatcher: ``stale_sends_per_hold``) or a published slice (Spark).
     batch_in_hand_after_thaw: bool = False
     batch_max_events: int = 200
+    threads: int = 4
     # Deliveries are what the processes did (False: rows of an output, whose order is free).
     checks_order: bool = True
     # Each delivery is stamped with the start of its batch (the event log), so one stamped after
@@ -93,14 +94,15 @@ def guarantee_for(mode: str, params: dict[str, Any] | None = None) -> Guarantee:
     """The guarantee of ``mode`` under a run's parameters (``run.json``; defaults otherwise).
 
     ``params`` may hold ``session_timeout_s``, ``commit_interval_ms``, ``interval_ms`` (the
-    periodic mode's), ``batch_max_events`` and ``recovery_batch_max_events``.
+    periodic mode's), ``batch_max_events``, ``threads`` and ``recovery_batch_max_events``.
     """
     p = params or {}
     session = float(p.get("session_timeout_s", 10.0))
     commit_window = float(p.get("commit_interval_ms", 100)) / 1000
     batch = int(p.get("batch_max_events", 200))
     base = Guarantee(
-        mode, redelivery_window_s=commit_window, round_trip_s=session, batch_in_hand_after_thaw=True, batch_max_events=batch
+        mode, redelivery_window_s=commit_window, round_trip_s=session, batch_in_hand_after_thaw=True,
+        batch_max_events=batch, threads=int(p.get("threads", 4)),
     )
     if mode in ("batch", "simple-every-batch"):
         return base

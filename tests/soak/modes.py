@@ -54,6 +54,8 @@ class ModeSettings:
             "interval_ms": self.periodic_interval_ms,
             "batch_max_events": self.dispatcher_batch_max_events if mode == "dispatcher" else self.batch_max_events,
             "recovery_batch_max_events": self.recovery_batch_max_events,
+            # A hot deploy only lowers it: the configured value bounds the batches in hand.
+            "threads": self.threads,
         }
 
 

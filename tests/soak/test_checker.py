@@ -165,6 +165,24 @@ def test_more_than_one_batch_after_the_thaw_is_a_violation() -> None:
     }
 
 
+def test_more_batches_at_the_thaw_than_worker_threads_is_a_violation() -> None:
+    w = two_members()
+    w.take(A, 1, 0, 101.0)
+    w.take(A, 2, 0, 101.0)
+    w.fault("zombie", 102.5, 115.0, [1])
+    w.expire(A, 112.5)
+    for p in (0, 1, 2):
+        w.take(B, p, 0, 112.6)
+        w.deliver(2, 113.0, p, range(10))
+        w.deliver(1, 115.002 + p / 1000, p, range(5))
+    assert only(w.check(threads=3).duplicated) == {
+        ("zombie", "the batch in hand at the freeze, called at the thaw", True): 15
+    }
+    assert only(w.check(threads=2).duplicated) == {
+        ("zombie", "more than the batch in hand at the freeze started after the thaw", False): 15
+    }
+
+
 def test_a_batch_at_the_thaw_on_a_partition_not_held_at_the_freeze_is_a_violation() -> None:
     w = two_members()
     w.take(B, 1, 0, 101.0)
