@@ -140,6 +140,9 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
         self.collector = Collector(self.bounds)
         self._stats = DriverStats()
         self._moved: dict[tuple[str, int], _Moved] = {}
+        # Per partition, the hold and committed offset a first batch was sent back to re-read
+        # from: the batch that follows starts at the first record the log has from there.
+        self._reread: dict[tuple[str, int], tuple[Lease, int]] = {}
         self._given_spark = spark
         self._own_spark = False
         self.spark: SparkSession | None = spark
@@ -176,6 +179,7 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
         # partitions were all released before on_stop.
         self.collector = Collector(self.bounds)
         self._moved.clear()
+        self._reread.clear()
         self._driver = MicroBatchDriver(
             self.collector,
             self._ledger,
@@ -243,12 +247,33 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
                 # made): read this batch again once it has landed, not from the old offset.
                 return BatchResponse.revert().seek(source.head_offset).wait(_MOVE_PENDING_WAIT_MS)
         elif committed is None or source.head_offset != committed:
-            log.warning(
-                "%s[%d]: batch at offset %d does not start at the committed offset %s of the current hold; "
-                "re-reading from the committed offset",
-                source.topic, source.partition, source.head_offset, committed,
-            )
-            return BatchResponse.revert()
+            reread = self._reread.get(key)
+            if (
+                committed is not None
+                and source.head_offset > committed
+                and reread is not None
+                and reread[0] is hold
+                and reread[1] == committed
+            ):
+                # Read from the committed offset itself, and the first record is still above it:
+                # the log holds none in between (a transaction's commit marker, a compacted
+                # topic). Re-reading again would find the same, forever; the chain starts at the
+                # committed offset and its first slice covers the empty offsets too.
+                log.info(
+                    "%s[%d]: no records at offsets %d..%d (transaction markers or compaction); the micro-batch "
+                    "chain starts at the committed offset %d, its first event at %d",
+                    source.topic, source.partition, committed, source.head_offset - 1, committed, source.head_offset,
+                )
+            else:
+                if committed is not None:
+                    self._reread[key] = (hold, committed)
+                log.warning(
+                    "%s[%d]: batch at offset %d does not start at the committed offset %s of the current hold; "
+                    "re-reading from the committed offset",
+                    source.topic, source.partition, source.head_offset, committed,
+                )
+                return BatchResponse.revert()
+        self._reread.pop(key, None)
         # Read before registering: if ZooKeeper fails, the batch is re-delivered and nothing changed.
         pending = ledger.read_pending(*key)
         if moved is not None:
