@@ -8,14 +8,14 @@ offsets together with marking the ranges done. See ``docs/spark.md`` for the gua
 
 Threads: each partition's callbacks (``on_next_batch``, ``on_idle``, ``on_reposition``,
 ``on_stream_termination``, ``on_exception``) run on the worker holding its turn, one at a time;
-state kept per partition here (``_moved``) is only touched there. ``on_start`` / ``on_stop``
-run on the thread starting or stopping the channel, around every resubscribe of a hot deploy:
-each start gets a fresh collector and driver thread, so nothing of a stopped driver (its
-stopping flag, its half-gathered batches) reaches the next one.
+state kept per partition (:class:`~jetkafka.spark._chain_start.ChainStarts`) is only touched
+there. ``on_start`` / ``on_stop`` run on the thread starting or stopping the channel, around
+every resubscribe of a hot deploy: each start gets a fresh collector and driver thread, so
+nothing of a stopped driver (its stopping flag, its half-gathered batches) reaches the next one.
 
 A reposition (:meth:`on_reposition`: an offset reset, the out-of-range policy, a halt lifted by
 a reset) drops what was gathered from the old position; the partition is registered again at
-its next batch, from the new committed offset, after abandoning its pending range in ZooKeeper.
+its next batch, from the new committed offset (:mod:`jetkafka.spark._chain_start`).
 """
 
 from __future__ import annotations
@@ -24,10 +24,8 @@ import importlib
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
-
-from kazoo.exceptions import BadVersionError, NoNodeError
 
 from jetkafka.errors import PartitionLost
 from jetkafka.events import EventBatch, PartitionSource
@@ -35,35 +33,20 @@ from jetkafka.ops._micro_batch_reports import MicroBatchReport, publish_report, 
 from jetkafka.processors._base import BatchEventProcessor, BatchResponse
 from jetkafka.spark._arrow import messages_to_arrow, parse_schema
 from jetkafka.spark._batch import Bounds, Collector
+from jetkafka.spark._chain_start import ChainStarts
 from jetkafka.spark._driver import MicroBatchDriver
 from jetkafka.spark._fence import fence_parameter
 from jetkafka.spark._figures import DriverStats, MicroBatchFigures
-from jetkafka.spark._ledger import MicroBatchLedger, PendingRange
+from jetkafka.spark._ledger import MicroBatchLedger
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from jetkafka.channel._context import ChannelContext
-    from jetkafka.coordination._ownership import Lease
 
 log = logging.getLogger("jetkafka.spark")
 
 BatchFunction = Callable[..., Any]  # fn(df, batch_id), or fn(df, batch_id, fence)
-
-# Re-reading a batch whose reposition commit has not reached ZooKeeper yet waits this long.
-_MOVE_PENDING_WAIT_MS = 200
-_ABANDON_ATTEMPTS = 5
-
-
-@dataclass(frozen=True)
-class _Moved:
-    """A reposition of a partition under ``hold``, not yet followed by its first batch."""
-
-    hold: Lease
-    offset: int  # the new position
-    old_offset: int
-    reason: str
-
 
 def resolve_function(fn: BatchFunction | str, fn_options: Mapping[str, Any] | None = None) -> BatchFunction:
     """``fn`` itself, or the function a "package.module:name" string names.
@@ -139,10 +122,7 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
         self.settle_timeout_s = settle_timeout_s
         self.collector = Collector(self.bounds)
         self._stats = DriverStats()
-        self._moved: dict[tuple[str, int], _Moved] = {}
-        # Per partition, the hold and committed offset a first batch was sent back to re-read
-        # from: the batch that follows starts at the first record the log has from there.
-        self._reread: dict[tuple[str, int], tuple[Lease, int]] = {}
+        self._starts = ChainStarts()
         self._given_spark = spark
         self._own_spark = False
         self.spark: SparkSession | None = spark
@@ -178,8 +158,7 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
         # A fresh collector per start: the previous driver stopped the old one for good, and its
         # partitions were all released before on_stop.
         self.collector = Collector(self.bounds)
-        self._moved.clear()
-        self._reread.clear()
+        self._starts.clear()
         self._driver = MicroBatchDriver(
             self.collector,
             self._ledger,
@@ -225,87 +204,11 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
             # Lost meanwhile: the channel's loss handling follows; nothing here is committed.
             return BatchResponse.get_next()
         if self.collector.registered_hold(key) is not hold:
-            response = self._register(source, hold, ledger)
+            response = self._starts.start(source, hold, ledger, self.collector, context)
             if response is not None:
                 return response
         self._add(key, events.messages)
         return BatchResponse.get_next()
-
-    def _register(self, source: PartitionSource, hold: Lease, ledger: MicroBatchLedger) -> BatchResponse | None:
-        """First batch under a hold, or after a reposition: start the partition's chain of
-        slices at its committed offset (None), or say how to re-read first."""
-        key = (source.topic, source.partition)
-        self.collector.forget(key)
-        moved = self._moved.get(key)
-        if moved is not None and moved.hold is not hold:
-            moved = None  # repositioned under an earlier hold: the new hold starts from ZooKeeper
-            del self._moved[key]
-        committed = hold.committed
-        if moved is not None:
-            if committed != moved.offset:
-                # The reposition's commit is still on its way (ZooKeeper unreachable when it was
-                # made): read this batch again once it has landed, not from the old offset.
-                return BatchResponse.revert().seek(source.head_offset).wait(_MOVE_PENDING_WAIT_MS)
-        elif committed is None or source.head_offset != committed:
-            reread = self._reread.get(key)
-            if (
-                committed is not None
-                and source.head_offset > committed
-                and reread is not None
-                and reread[0] is hold
-                and reread[1] == committed
-            ):
-                # Read from the committed offset itself, and the first record is still above it:
-                # the log holds none in between (a transaction's commit marker, a compacted
-                # topic). Re-reading again would find the same, forever; the chain starts at the
-                # committed offset and its first slice covers the empty offsets too.
-                log.info(
-                    "%s[%d]: no records at offsets %d..%d (transaction markers or compaction); the micro-batch "
-                    "chain starts at the committed offset %d, its first event at %d",
-                    source.topic, source.partition, committed, source.head_offset - 1, committed, source.head_offset,
-                )
-            else:
-                if committed is not None:
-                    self._reread[key] = (hold, committed)
-                log.warning(
-                    "%s[%d]: batch at offset %d does not start at the committed offset %s of the current hold; "
-                    "re-reading from the committed offset",
-                    source.topic, source.partition, source.head_offset, committed,
-                )
-                return BatchResponse.revert()
-        self._reread.pop(key, None)
-        # Read before registering: if ZooKeeper fails, the batch is re-delivered and nothing changed.
-        pending = ledger.read_pending(*key)
-        if moved is not None:
-            if pending is not None:
-                self._abandon(ledger, hold, pending, moved)
-                pending = None
-            del self._moved[key]
-        self.collector.register(key, hold, pending)
-        return None
-
-    def _abandon(self, ledger: MicroBatchLedger, hold: Lease, pending: PendingRange, moved: _Moved) -> None:
-        """Delete the pending range a reposition made void, so no owner ever replays it."""
-        context = self._context
-        assert context is not None
-        current: PendingRange | None = pending
-        for _ in range(_ABANDON_ATTEMPTS):
-            if current is None:
-                return
-            try:
-                ledger.abandon(context, hold, current)
-            except (BadVersionError, NoNodeError):
-                current = ledger.read_pending(*current.key)  # rewritten meanwhile: read it again
-                continue
-            log.warning(
-                "%s[%d]: micro-batch %d's recorded range %d..%d is abandoned: the partition was repositioned (%s) "
-                "from %d to %d, so its events from %d on are read into new micro-batches; output an earlier run "
-                "of micro-batch %d wrote stays as written",
-                current.topic, current.partition, current.batch_id, current.start, current.end - 1, moved.reason,
-                moved.old_offset, moved.offset, moved.offset, current.batch_id,
-            )
-            return
-        raise RuntimeError(f"{pending.topic}[{pending.partition}]: its pending micro-batch node kept changing")
 
     def _add(self, key: tuple[str, int], messages: list[Any]) -> None:
         collector = self.collector
@@ -363,9 +266,9 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
         context = self._context
         hold = context.hold(*key) if context is not None else None
         if hold is None:
-            self._moved.pop(key, None)
+            self._starts.forget(key)
             return
-        self._moved[key] = _Moved(hold, source.head_offset, old_offset, reason)
+        self._starts.moved(key, hold, source.head_offset, old_offset, reason)
         log.info(
             "%s[%d]: repositioned (%s) from %d to %d: micro-batch work from the old position is dropped",
             source.topic, source.partition, reason, old_offset, source.head_offset,
@@ -373,7 +276,7 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
 
     def on_stream_termination(self, source: PartitionSource) -> BatchResponse | None:
         key = (source.topic, source.partition)
-        self._moved.pop(key, None)
+        self._starts.forget(key)
         timeout = self.settle_timeout_s if self.settle_timeout_s is not None else 15.0
         started = time.monotonic()
         if not self.collector.settle(key, timeout):
@@ -390,7 +293,7 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
     def on_exception(self, source: PartitionSource, error: BaseException) -> BatchResponse | None:
         if isinstance(error, PartitionLost):
             key = (source.topic, source.partition)
-            self._moved.pop(key, None)
+            self._starts.forget(key)
             context = self._context
             current = context.hold(*key) if context is not None else None
             # The loss may concern an earlier hold while a newer one is already registered.
