@@ -5,7 +5,7 @@ chain of offset ranges from the committed offset of the hold it gathers under. T
 at a partition's first batch under a hold, and again after a reposition:
 
 * The first batch must start at the hold's committed offset. One that does not (read under an
-  earlier hold, or before a reset landed) is sent back to re-read from the committed offset.
+  earlier hold, or before a reset landed) is sent back to re-read from that very offset.
   When the batch that follows still starts above it, the log holds no record in between (a
   transaction's commit marker, which a micro-batch ending at a transaction's last record
   commits; aborted records; a compacted topic): the chain starts at the committed offset and
@@ -75,8 +75,9 @@ class ChainStarts:
         self._moved[key] = _Moved(hold, offset, old_offset, reason)
 
     def forget(self, key: Key) -> None:
-        """The partition was released or lost: a reposition under its hold no longer applies."""
+        """The partition was released or lost: nothing filed under its hold applies any more."""
         self._moved.pop(key, None)
+        self._reread.pop(key, None)
 
     def start(
         self, source: PartitionSource, hold: Lease, ledger: MicroBatchLedger, collector: Collector,
@@ -98,20 +99,22 @@ class ChainStarts:
                 return BatchResponse.revert().seek(source.head_offset).wait(_MOVE_PENDING_WAIT_MS)
         elif committed is None or source.head_offset != committed:
             if committed is None or not self._gap_confirmed(key, hold, committed, source.head_offset):
-                if committed is not None:
-                    self._reread[key] = (hold, committed)
                 log.warning(
                     "%s[%d]: batch at offset %d does not start at the committed offset %s of the current hold; "
                     "re-reading from the committed offset",
                     source.topic, source.partition, source.head_offset, committed,
                 )
-                return BatchResponse.revert()
+                if committed is None:
+                    return BatchResponse.revert()
+                # To the hold's committed offset by name: the channel's own last commit may be
+                # another (an advance still in the pipeline, a batch of an earlier hold).
+                self._reread[key] = (hold, committed)
+                return BatchResponse.revert().seek(committed)
             log.info(
                 "%s[%d]: no records at offsets %d..%d (transaction markers or compaction); the micro-batch "
                 "chain starts at the committed offset %d, its first event at %d",
                 source.topic, source.partition, committed, source.head_offset - 1, committed, source.head_offset,
             )
-        self._reread.pop(key, None)
         # Read before registering: if ZooKeeper fails, the batch is re-delivered and nothing changed.
         pending = ledger.read_pending(*key)
         if moved is not None:
@@ -120,6 +123,7 @@ class ChainStarts:
                 pending = None
             del self._moved[key]
         collector.register(key, hold, pending)
+        self._reread.pop(key, None)
         return None
 
     def _gap_confirmed(self, key: Key, hold: Lease, committed: int, head: int) -> bool:
