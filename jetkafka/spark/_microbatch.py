@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from jetkafka._backoff import backoff_ms
 from jetkafka.errors import PartitionLost
 from jetkafka.events import EventBatch, PartitionSource
 from jetkafka.ops._micro_batch_reports import MicroBatchReport, publish_report, withdraw_report
@@ -123,6 +124,7 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
         self.collector = Collector(self.bounds)
         self._stats = DriverStats()
         self._starts = ChainStarts()
+        self._gather_failures: dict[tuple[str, int], int] = {}  # consecutive, per partition
         self._given_spark = spark
         self._own_spark = False
         self.spark: SparkSession | None = spark
@@ -159,6 +161,7 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
         # partitions were all released before on_stop.
         self.collector = Collector(self.bounds)
         self._starts.clear()
+        self._gather_failures.clear()
         self._driver = MicroBatchDriver(
             self.collector,
             self._ledger,
@@ -203,11 +206,17 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
         if hold is None:
             # Lost meanwhile: the channel's loss handling follows; nothing here is committed.
             return BatchResponse.get_next()
-        if self.collector.registered_hold(key) is not hold:
-            response = self._starts.start(source, hold, ledger, self.collector, context)
-            if response is not None:
-                return response
-        self._add(key, events.messages)
+        try:
+            if self.collector.registered_hold(key) is not hold:
+                response = self._starts.start(source, hold, ledger, self.collector, context)
+                if response is not None:
+                    return response
+            self._add(key, events.messages)
+        except PartitionLost:
+            raise
+        except Exception as exc:  # noqa: BLE001 - ZooKeeper's or the driver's: never a skip (see below)
+            return self._gathering_failed(source, exc)
+        self._gather_failures.pop(key, None)
         return BatchResponse.get_next()
 
     def _add(self, key: tuple[str, int], messages: list[Any]) -> None:
@@ -277,6 +286,7 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
     def on_stream_termination(self, source: PartitionSource) -> BatchResponse | None:
         key = (source.topic, source.partition)
         self._starts.forget(key)
+        self._gather_failures.pop(key, None)
         timeout = self.settle_timeout_s if self.settle_timeout_s is not None else 15.0
         started = time.monotonic()
         if not self.collector.settle(key, timeout):
@@ -294,12 +304,35 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
         if isinstance(error, PartitionLost):
             key = (source.topic, source.partition)
             self._starts.forget(key)
+            self._gather_failures.pop(key, None)
             context = self._context
             current = context.hold(*key) if context is not None else None
             # The loss may concern an earlier hold while a newer one is already registered.
             if self.collector.registered_hold(key) is not current or current is None:
                 self.collector.forget(key)
+            return None
         return None
+
+    def _gathering_failed(self, source: PartitionSource, error: Exception) -> BatchResponse:
+        """Gathering a batch raised. Nothing of it depends on a record's content (values are
+        parsed by the driver, where a failure runs the micro-batch again): the cause is
+        ZooKeeper's or the driver's. Left to the channel, ``channel.on_error``'s ``skip`` and
+        ``dead-letter`` would commit past the batch, and the open slice with it: a hole in
+        exactly-once output. So the batch is read again from its first offset after a back-off
+        (``error_backoff_ms`` doubling to ``error_backoff_max_ms``), whatever the mode; what
+        was gathered of it already is not taken twice."""
+        key = (source.topic, source.partition)
+        attempt = self._gather_failures.get(key, 0) + 1
+        self._gather_failures[key] = attempt
+        context = self._context
+        channel = context.config.channel if context is not None else None
+        wait_ms = backoff_ms(attempt, channel.error_backoff_ms, channel.error_backoff_max_ms) if channel else 1000
+        log.warning(
+            "%s[%d]: gathering offsets from %d failed (attempt %d, %s: %s); reading them again in %d ms",
+            source.topic, source.partition, source.head_offset, attempt, type(error).__name__, error, wait_ms,
+            exc_info=error if attempt == 1 else None,
+        )
+        return BatchResponse.revert().seek(source.head_offset).wait(max(1, wait_ms))
 
     # -- introspection -------------------------------------------------------------------------
 

@@ -90,3 +90,54 @@ def test_failed_fn_commits_nothing_and_reruns_the_same_batch(
     ids = [r["id"] for r in rows]
     assert len(ids) == 2_000
     assert set(ids) == {e["id"] for e in events}
+
+
+def test_gathering_that_fails_is_read_again_even_with_on_error_skip(
+    spark: Any, zk_connect: str, kafka_config: dict[str, Any], topic_factory: Any, produce: Any, tmp_path: Path,
+    monkeypatch: Any,
+) -> None:
+    # A ZooKeeper error while a partition's chain starts (reading its pending range) is not a
+    # poison record: with on_error skip, handing it to the channel skipped the batch's first
+    # record and left it out of the exactly-once output. Every event must be there once.
+    from kazoo.exceptions import ConnectionLoss
+
+    from jetkafka.spark._ledger import MicroBatchLedger
+
+    topic = topic_factory(partitions=2)
+    events = generate_events(400)
+    produce(topic, records(events, 2))
+    read_pending = MicroBatchLedger.read_pending
+    failures = {"left": 4}
+
+    def flaky(self: MicroBatchLedger, topic_: str, partition: int) -> Any:
+        if failures["left"] > 0:
+            failures["left"] -= 1
+            raise ConnectionLoss()
+        return read_pending(self, topic_, partition)
+
+    monkeypatch.setattr(MicroBatchLedger, "read_pending", flaky)
+    path = str(tmp_path / "events")
+    sink = ParquetSink(path)
+    processor = SparkMicroBatchProcessor(
+        lambda df, batch_id: sink.write(event_ids(df), batch_id), value_format="json", schema=EVENT_SCHEMA,
+        max_events=10_000, max_interval_ms=500, spark=spark,
+    )
+    config = channel_config(
+        zk_connect, kafka_config, [topic], error_backoff_ms=50, error_backoff_max_ms=100,
+        on_error={"mode": "skip", "max_attempts": 1},
+    )
+    zk = KazooClient(hosts=zk_connect)
+    zk.start(timeout=15)
+    try:
+        with InboundChannel.from_dict(config, processor=processor):
+            wait_until(
+                lambda: sum(OffsetStore(zk, GroupPaths("g")).read_all(topic).values()) == 400, 120, "every offset committed"
+            )
+    finally:
+        zk.stop()
+        zk.close()
+    assert failures["left"] == 0
+    import pyarrow.dataset as ds
+
+    written = ds.dataset(path, format="parquet", partitioning="hive").to_table(columns=["id"]).column("id").to_pylist()
+    assert sorted(written) == sorted(e["id"] for e in events)
