@@ -18,8 +18,9 @@ at a partition's first batch under a hold, and again after a reposition:
 
 Threads: every call for a partition comes from the worker holding its turn, one at a time;
 calls for different partitions touch different keys. Failure modes: a ZooKeeper error while
-reading or abandoning the pending range propagates to the channel, which re-delivers the batch
-with nothing registered; a pending node rewritten on every attempt raises after a few.
+reading or abandoning the pending range propagates to the processor, which reads the batch
+again after a back-off with nothing registered; a pending node rewritten on every attempt raises
+after a few.
 """
 
 from __future__ import annotations

@@ -61,6 +61,7 @@ class DriverStats:
     dropped_slices: int = 0  # slices left to a partition's next owner, or voided by a reposition
     lease_waits: int = 0  # times a micro-batch waited for the local lease before running fn
     stale_refusals: int = 0  # fn attempts refused by the fence (StaleWriter)
+    gather_failures: int = 0  # batches whose gathering raised and were read again
     last_batch_id: int | None = None
     last_batch_events: int = 0
     last_batch_seconds: float = 0.0  # build and fn of the last micro-batch

@@ -214,7 +214,7 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
             self._add(key, events.messages)
         except PartitionLost:
             raise
-        except Exception as exc:  # noqa: BLE001 - ZooKeeper's or the driver's: never a skip (see below)
+        except Exception as exc:  # noqa: BLE001 - ZooKeeper's or a defect: never a skip (see below)
             return self._gathering_failed(source, exc)
         self._gather_failures.pop(key, None)
         return BatchResponse.get_next()
@@ -316,21 +316,24 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
     def _gathering_failed(self, source: PartitionSource, error: Exception) -> BatchResponse:
         """Gathering a batch raised. Nothing of it depends on a record's content (values are
         parsed by the driver, where a failure runs the micro-batch again): the cause is
-        ZooKeeper's or the driver's. Left to the channel, ``channel.on_error``'s ``skip`` and
-        ``dead-letter`` would commit past the batch, and the open slice with it: a hole in
-        exactly-once output. So the batch is read again from its first offset after a back-off
-        (``error_backoff_ms`` doubling to ``error_backoff_max_ms``), whatever the mode; what
-        was gathered of it already is not taken twice."""
+        ZooKeeper's (reading or abandoning a partition's pending range as its chain starts) or
+        a defect. Left to the channel, ``channel.on_error``'s ``skip`` and ``dead-letter`` would
+        commit past the batch, which voids the open slice: a hole in exactly-once output. So the
+        batch is read again from its first offset after a back-off (``error_backoff_ms``
+        doubling to ``error_backoff_max_ms``), whatever the mode; what was gathered of it already
+        is not taken twice. Logged as an error, with the traceback at the first attempt and every
+        twentieth, and counted in ``stats()["gather_failures"]``."""
         key = (source.topic, source.partition)
         attempt = self._gather_failures.get(key, 0) + 1
         self._gather_failures[key] = attempt
+        self._stats.gather_failures += 1
         context = self._context
         channel = context.config.channel if context is not None else None
         wait_ms = backoff_ms(attempt, channel.error_backoff_ms, channel.error_backoff_max_ms) if channel else 1000
-        log.warning(
+        log.error(
             "%s[%d]: gathering offsets from %d failed (attempt %d, %s: %s); reading them again in %d ms",
             source.topic, source.partition, source.head_offset, attempt, type(error).__name__, error, wait_ms,
-            exc_info=error if attempt == 1 else None,
+            exc_info=error if attempt % 20 == 1 else None,
         )
         return BatchResponse.revert().seek(source.head_offset).wait(max(1, wait_ms))
 

@@ -137,6 +137,7 @@ def test_gathering_that_fails_is_read_again_even_with_on_error_skip(
         zk.stop()
         zk.close()
     assert failures["left"] == 0
+    assert processor.stats()["gather_failures"] == 4
     import pyarrow.dataset as ds
 
     written = ds.dataset(path, format="parquet", partitioning="hive").to_table(columns=["id"]).column("id").to_pylist()
