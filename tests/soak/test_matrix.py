@@ -117,7 +117,7 @@ def test_matrix_plain_processor(matrix_seed: int, soak_dir: str | None, tmp_path
     _row("batch", matrix_seed, soak_dir, tmp_path)
 
 
-@pytest.mark.slow
+@pytest.mark.soak
 @pytest.mark.timeout(900)
 def test_matrix_simple_every_batch(matrix_seed: int, soak_dir: str | None, tmp_path: Path) -> None:
     _row("simple-every-batch", matrix_seed, soak_dir, tmp_path)
