@@ -119,28 +119,13 @@ class SessionLease:
     def _beat(self) -> None:
         while not self._stop.is_set():
             sent = time.monotonic()
-            if self._answered(self._client.exists_async("/")):
+            try:
+                self._client.exists_async("/").get(timeout=max(1.0, self.interval_s()))
+            except Exception:  # noqa: BLE001 - no answer: the lease keeps running down
+                pass
+            else:
                 self.renewed(sent)
             self._stop.wait(max(0.0, sent + self.interval_s() - time.monotonic()))
-
-    def _answered(self, request: Any) -> bool:
-        """Wait for ``request``'s answer, sending nothing else meanwhile.
-
-        kazoo finds a hung server (frozen, or cut off without a reset) by a ping it sends only
-        after half its read timeout without sending anything; each request pushes that back.
-        A heartbeat sent again while the last is unanswered would keep such a connection
-        looking alive, and kazoo would never move to another server. So one waits for the
-        answer, or for kazoo to fail the request when it drops the connection.
-        """
-        while not self._stop.is_set():
-            try:
-                request.get(timeout=max(1.0, self.interval_s()))
-            except self._client.handler.timeout_exception:
-                continue  # no answer yet: the lease keeps running down meanwhile
-            except Exception:  # noqa: BLE001 - connection lost, session gone: no renewal
-                return False
-            return True
-        return False
 
     def _watch_handshakes(self) -> None:
         """Learn the negotiated timeout at each connect.
