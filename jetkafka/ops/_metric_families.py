@@ -231,6 +231,12 @@ FAMILIES: dict[str, tuple[FamilyClass, str, str, tuple[str, ...]]] = {
         "Attempts of the batch function that raised (the micro-batch runs again).",
         _I,
     ),
+    "mb_gather_failures": (
+        CounterMetricFamily,
+        "jetkafka_spark_gather_failures",
+        "Batches whose gathering into a micro-batch raised; each is read again from its first offset.",
+        _I,
+    ),
     "mb_phase_seconds": (
         CounterMetricFamily,
         "jetkafka_spark_micro_batch_phase_seconds",

@@ -330,6 +330,7 @@ def _add(
         f["mb_batches"].add_metric(instance, mb.batches)
         f["mb_events"].add_metric(instance, mb.events)
         f["mb_failures"].add_metric(instance, mb.failures)
+        f["mb_gather_failures"].add_metric(instance, mb.gather_failures)
         f["mb_last_events"].add_metric(instance, mb.last_events)
         f["mb_output_files"].add_metric(instance, mb.output_files)
         f["mb_output_bytes"].add_metric(instance, mb.output_bytes)

@@ -49,6 +49,7 @@ class MicroBatchReport:
     last_output_files: int | None = None
     last_output_bytes: int | None = None
     last_committed_at: float | None = None  # epoch seconds
+    gather_failures: int = 0  # batches whose gathering raised and were read again
 
     @property
     def last_total_seconds(self) -> float:

@@ -365,6 +365,7 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
             last_output_files=None if last is None else last.output_files,
             last_output_bytes=None if last is None else last.output_bytes,
             last_committed_at=None if last is None else last.committed_at,
+            gather_failures=st.gather_failures,
         )
 
     def _publish_report(self, figures: MicroBatchFigures) -> None:

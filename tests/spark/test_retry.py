@@ -138,6 +138,7 @@ def test_gathering_that_fails_is_read_again_even_with_on_error_skip(
         zk.close()
     assert failures["left"] == 0
     assert processor.stats()["gather_failures"] == 4
+    assert processor.micro_batch_report("c").gather_failures == 4  # what the metrics export
     import pyarrow.dataset as ds
 
     written = ds.dataset(path, format="parquet", partitioning="hive").to_table(columns=["id"]).column("id").to_pylist()
