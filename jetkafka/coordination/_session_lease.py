@@ -5,9 +5,10 @@ client. A process that was frozen (SIGSTOP, a long GC pause, a suspended VM) or 
 that its session expired only after it reconnects; until kazoo says so, its workers would start
 new batches on partitions another instance already owns. The local lease closes that window:
 
-* A heartbeat thread sends a cheap read (``exists``) every few seconds. When an answer comes,
-  the server had received the request, so the session cannot expire before *send time* +
-  session timeout. The lease then runs until that instant less ``lease_margin_s``.
+* A heartbeat thread sends a cheap read (``exists``) every few seconds, never a second while
+  one is unanswered. When an answer comes, the server had received the request, so the
+  session cannot expire before *send time* + session timeout. The lease then runs until that
+  instant less ``lease_margin_s``.
 * :meth:`SessionLease.valid` compares it with ``time.monotonic()``, which keeps counting while a
   process is stopped: a process woken after the session timeout finds its lease run out at
   once, before any other of its threads runs a line of processor code.
@@ -22,7 +23,10 @@ The timeout used is the one the server negotiated (ZooKeeper clamps the requeste
 
 Failure modes: a heartbeat that gets no answer leaves the lease to run out; while ZooKeeper is
 unreachable for longer than the timeout less the margin, the instance holds still (it would
-lose its partitions anyway). Requests queued by kazoo while disconnected are sent late, so
+lose its partitions anyway). A hung server (frozen, or behind a path that drops packets) is
+left by kazoo for another of the ensemble before the session expires, by a ping it sends only
+after a third of the timeout with nothing sent: hence one heartbeat at a time (see
+:meth:`SessionLease._answered`; tests/faults/test_zookeeper_outages.py shows it). Requests queued by kazoo while disconnected are sent late, so
 their answers renew the lease from an earlier time than they could: the lease errs short.
 """
 
@@ -119,13 +123,28 @@ class SessionLease:
     def _beat(self) -> None:
         while not self._stop.is_set():
             sent = time.monotonic()
-            try:
-                self._client.exists_async("/").get(timeout=max(1.0, self.interval_s()))
-            except Exception:  # noqa: BLE001 - no answer: the lease keeps running down
-                pass
-            else:
+            if self._answered(self._client.exists_async("/")):
                 self.renewed(sent)
             self._stop.wait(max(0.0, sent + self.interval_s() - time.monotonic()))
+
+    def _answered(self, request: Any) -> bool:
+        """Wait for ``request``'s answer, sending nothing else meanwhile.
+
+        kazoo finds a hung server (frozen, or cut off without a reset) by a ping it sends only
+        after half its read timeout without sending anything; each request pushes that back.
+        A heartbeat sent again while the last is unanswered would keep such a connection
+        looking alive, and kazoo would never move to another server. So one waits for the
+        answer, or for kazoo to fail the request when it drops the connection.
+        """
+        while not self._stop.is_set():
+            try:
+                request.get(timeout=max(1.0, self.interval_s()))
+            except self._client.handler.timeout_exception:
+                continue  # no answer yet: the lease keeps running down meanwhile
+            except Exception:  # noqa: BLE001 - connection lost, session gone: no renewal
+                return False
+            return True
+        return False
 
     def _watch_handshakes(self) -> None:
         """Learn the negotiated timeout at each connect.

@@ -1,12 +1,17 @@
 """ZooKeeper outages the sessions survive: a server restart, an ensemble member lost.
 
-Each test starts ZooKeeper servers of its own (the session's shared server is never touched)
-and runs two in-process channels, each with its own session, under steady load.
+Each test runs two in-process channels, each with its own session, under steady load, on
+ZooKeeper servers of its own or, for (3), on relays in front of the shared test server (which
+itself is never touched).
 
 Injected: (1) a clean stop of the only ZooKeeper server, about 3 s down, and a start on the same
 port with the same data directory, shorter than the 15 s session timeout; (2) a clean stop of
 the member of a three-server ensemble that one channel's session is connected through, kept
-down to the end.
+down to the end; (3) the server one channel's session is connected through made to hang: of
+two relays in front of one server, the one that session uses stops forwarding, its
+connections left open (no FIN, no RST), to the end. Only kazoo's own ping finds that out, and
+only if nothing else is sent meanwhile: the local lease's heartbeat must not keep such a
+connection looking alive.
 Asserted, both: each session saw the connection drop and came back within the same session
 (same session id, no expiry); owner nodes are exactly the same nodes before, during (sampled)
 and after (owner id, owning session, creation zxid); no ``PartitionLost``; committed offsets
@@ -44,6 +49,7 @@ from tests.support.group_watch import (
 )
 from tests.support.instances import Instance
 from tests.support.load import AckedProducer, delivery_report, wait_delivered, wait_for
+from tests.support.tcp_relay import TcpRelay
 
 PARTITIONS = 6
 SESSION_TIMEOUT_S = 15  # tickTime 500 ms: the servers accept 1..60 s
@@ -56,8 +62,11 @@ def run_through_outage(
     caplog: pytest.LogCaptureFixture,
     inject: Callable[[list[Instance]], str],
     explain_expiry: Callable[[], str | None] = lambda: None,
+    observe: str | None = None,
 ) -> None:
     """Two channels under load on ``connect``; ``inject(instances)`` breaks ZooKeeper and mends it.
+
+    The test's own reads go to ``observe`` (default ``connect``), which the fault must spare.
 
     ``explain_expiry`` names a known ZooKeeper defect that expired a session anyway, if it
     struck (see :func:`startup_leak`); the test then only checks that nothing was lost, and is
@@ -72,7 +81,7 @@ def run_through_outage(
     observer = None
     try:
         instances.extend(Instance(config) for _ in range(2))
-        observer = started_client(connect, timeout=30)  # the chroot exists now
+        observer = started_client(observe or connect, timeout=30)  # the chroot exists now
         wait_for(
             lambda: sorted(len(i.channel.owned_partitions()) for i in instances) == [3, 3], 60, "3/3 ownership"
         )
@@ -236,3 +245,38 @@ def test_ensemble_losing_the_member_a_session_uses(
     finally:
         ensemble.stop()
     assert ensemble.running() == []
+
+
+def test_a_hung_server_the_session_uses(
+    zk_connect: str, kafka_config: dict[str, Any], topic_factory, caplog: pytest.LogCaptureFixture
+) -> None:
+    hosts, _, chroot = zk_connect.partition("/")
+    host, _, port = hosts.rpartition(":")
+    relays = [TcpRelay(host, int(port)) for _ in range(2)]
+    try:
+        topic = topic_factory(partitions=PARTITIONS)
+        by_port = {r.port: r for r in relays}
+
+        def hang(instances: list[Instance]) -> str:
+            port = instances[0].server_port()
+            assert port in by_port, f"cannot tell which relay session 1 uses ({port})"
+            on_it = [i for i in instances if i.server_port() == port]
+            hung = time.monotonic()
+            by_port[port].hang()
+            # Before the session timeout, or the server expires the session meanwhile.
+            wait_for(
+                lambda: all(i.connected() and i.server_port() not in (None, port) for i in on_it),
+                60,
+                "the sessions on the hung server to move to the other",
+            )
+            moved = time.monotonic() - hung
+            return (
+                f"hung the server {len(on_it)} of 2 sessions were connected through; they were connected "
+                f"through the other {moved:.2f} s later (session timeout {SESSION_TIMEOUT_S} s)"
+            )
+
+        connect = ",".join(r.address for r in relays) + "/" + chroot
+        run_through_outage(connect, kafka_config, topic, caplog, hang, observe=zk_connect)
+    finally:
+        for relay in relays:
+            relay.close()
