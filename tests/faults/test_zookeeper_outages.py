@@ -261,18 +261,26 @@ def test_a_hung_server_the_session_uses(
             port = instances[0].server_port()
             assert port in by_port, f"cannot tell which relay session 1 uses ({port})"
             on_it = [i for i in instances if i.server_port() == port]
+            moved_on = lambda: all(i.connected() and i.server_port() not in (None, port) for i in on_it)  # noqa: E731
             hung = time.monotonic()
             by_port[port].hang()
+            # The application's own reads go on meanwhile, one a second (each a request that
+            # pushes back kazoo's ping): they must not keep the hung connection looking alive.
+            reads = 0
+            while not moved_on() and time.monotonic() - hung < 60:
+                for i in on_it:
+                    i.client.exists_async("/")
+                    reads += 1
+                time.sleep(1.0)
             # Before the session timeout, or the server expires the session meanwhile.
-            wait_for(
-                lambda: all(i.connected() and i.server_port() not in (None, port) for i in on_it),
-                60,
-                "the sessions on the hung server to move to the other",
-            )
+            wait_for(moved_on, 1, "the sessions on the hung server to move to the other")
             moved = time.monotonic() - hung
+            closed = sum(i.session.lease.hung_connections for i in on_it)
+            assert closed == len(on_it), f"{closed} connection(s) closed for a hung server, {len(on_it)} on it"
             return (
-                f"hung the server {len(on_it)} of 2 sessions were connected through; they were connected "
-                f"through the other {moved:.2f} s later (session timeout {SESSION_TIMEOUT_S} s)"
+                f"hung the server {len(on_it)} of 2 sessions were connected through ({reads} other reads "
+                f"sent meanwhile); they were connected through the other {moved:.2f} s later (session "
+                f"timeout {SESSION_TIMEOUT_S} s)"
             )
 
         connect = ",".join(r.address for r in relays) + "/" + chroot
