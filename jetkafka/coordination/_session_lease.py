@@ -25,40 +25,22 @@ unreachable for longer than the timeout less the margin, the instance holds stil
 lose its partitions anyway). Requests queued by kazoo while disconnected are sent late, so
 their answers renew the lease from an earlier time than they could: the lease errs short.
 
-A hung server (frozen, or behind a path that drops packets, its connection left open) must be
-left for another server of the ensemble before the session expires. kazoo finds one only by a
-ping it sends after a third of the timeout with nothing sent, and every request (these
-heartbeats, commits, the application's own reads) pushes that ping back, so on a busy
-connection kazoo would never find it. The heartbeats close that gap: when one has gone
-unanswered for a third of the timeout (the limit kazoo gives its ping) on the connection kazoo
-still uses, the lease shuts that connection down, kazoo sees it broken and connects to the next
-server, all within about half the session timeout of the last answer
-(tests/faults/test_zookeeper_outages.py shows it). A server slower than that to answer is
-treated the same way; on a single-server ensemble kazoo reconnects to it.
+Each read also tells whether the server still answers: :mod:`._hung_server` leaves a server
+that stopped answering for another of the ensemble before the session expires.
 """
 
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooClient
+
+from jetkafka.coordination._hung_server import Heartbeat, HungServerWatch
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class _Heartbeat:
-    sent: float  # monotonic
-    request: Any  # kazoo's async result
-    connection: socket.socket | None  # kazoo's socket when it was sent
-    generation: int  # the lease's count of voids then: an answer across a void renews nothing
-    waited_since: float = 0.0  # monotonic: since when its answer is awaited (sent, or a thaw)
-    abandoned: bool = False  # its connection was shut down for it
 
 
 class SessionLease:
@@ -76,7 +58,7 @@ class SessionLease:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.hung_connections = 0  # connections shut down for an unanswered heartbeat
+        self._hung_server = HungServerWatch(client)
         self._watch_handshakes()
 
     @property
@@ -98,6 +80,11 @@ class SessionLease:
     def since_contact(self) -> float:
         """Seconds since the sending of the last request ZooKeeper answered."""
         return time.monotonic() - self._contact
+
+    @property
+    def hung_connections(self) -> int:
+        """Connections closed because their server stopped answering (:mod:`._hung_server`)."""
+        return self._hung_server.closed
 
     @property
     def voided(self) -> bool:
@@ -152,24 +139,23 @@ class SessionLease:
         return self._timeout_s / 3
 
     def _beat(self, stop: threading.Event) -> None:
-        unanswered: list[_Heartbeat] = []
-        next_beat = last_ran = time.monotonic()
+        unanswered: list[Heartbeat] = []
+        next_beat = wake = time.monotonic()
         while not stop.is_set():
             now = time.monotonic()
-            if now - last_ran > self.stall_s():
-                # This thread did not run for a third of the timeout (no wait here is that long):
-                # the process was frozen or starved. Answers may sit unread in the socket; kazoo's
-                # thread gets as long again to read them before a connection is judged hung.
+            late = now - wake
+            if late > 0.25:
+                # This thread woke late: the process was frozen or starved. Answers may sit unread
+                # in the socket; what it overslept does not count as the server's silence.
                 for beat in unanswered:
-                    beat.waited_since = now
-            last_ran = now
+                    beat.waited_since += late
             if now >= next_beat:
                 sent = self._send()
                 if sent is not None:
                     unanswered.append(sent)
                 next_beat = time.monotonic() + self.interval_s()
             unanswered = self._settle(unanswered)
-            self._leave_if_hung(unanswered)
+            self._hung_server.check(unanswered, self.stall_s(), self._timeout_s)
             wake = min([next_beat, *(b.waited_since + self.stall_s() for b in unanswered if not b.abandoned)])
             if unanswered:
                 # An answer normally comes within milliseconds: wait for the newest, to renew at once.
@@ -177,10 +163,12 @@ class SessionLease:
                     unanswered[-1].request.get(timeout=max(0.0, wake - time.monotonic()))
                 except Exception:  # noqa: BLE001 - no answer yet, or a failure: _settle reads which
                     pass
+                if unanswered[-1].request.ready():
+                    wake = time.monotonic()  # woken by the answer, not late
             else:
                 stop.wait(max(0.0, wake - time.monotonic()))
 
-    def _send(self) -> _Heartbeat | None:
+    def _send(self) -> Heartbeat | None:
         with self._lock:
             generation = self._generation
         connection = getattr(getattr(self._client, "_connection", None), "_socket", None)
@@ -190,9 +178,9 @@ class SessionLease:
         except Exception as exc:  # noqa: BLE001 - kazoo fails requests through the result; the thread must live on
             log.warning("ZooKeeper heartbeat not sent (%s: %s)", type(exc).__name__, exc)
             return None
-        return _Heartbeat(sent, request, connection, generation, waited_since=sent)
+        return Heartbeat(sent, request, connection, generation, waited_since=sent)
 
-    def _settle(self, beats: list[_Heartbeat]) -> list[_Heartbeat]:
+    def _settle(self, beats: list[Heartbeat]) -> list[Heartbeat]:
         """Renew from the answered heartbeats; the ones still waiting for an answer."""
         waiting = []
         now = time.monotonic()
@@ -205,37 +193,6 @@ class SessionLease:
             # Older than the timeout: its answer could renew nothing, and kazoo may never
             # settle a request it lost in a reconnect.
         return waiting
-
-    def _leave_if_hung(self, beats: list[_Heartbeat]) -> None:
-        """Shut down kazoo's connection when a heartbeat sent on it is unanswered for
-        :meth:`stall_s`: kazoo sees it broken and connects to the next server."""
-        now = time.monotonic()
-        stalled = [b for b in beats if not b.abandoned and now - b.waited_since >= self.stall_s()]
-        if not stalled:
-            return
-        current = getattr(getattr(self._client, "_connection", None), "_socket", None)
-        for beat in stalled:
-            beat.abandoned = True  # one shut-down per connection is enough
-        if current is None or self._client.state != KazooState.CONNECTED:
-            return  # kazoo is reconnecting already
-        if not any(b.connection is current for b in stalled):
-            return  # sent on an earlier connection: kazoo failed or will fail it
-        try:
-            host, port = current.getpeername()[:2]
-            server = f"{host}:{port}"
-        except OSError:
-            server = "?"
-        self.hung_connections += 1
-        log.warning(
-            "ZooKeeper server %s has not answered a heartbeat for %.1f s (a third of the %.1f s session "
-            "timeout): closing the connection so that the client moves to another server before the "
-            "session expires",
-            server, now - stalled[0].waited_since, self._timeout_s,
-        )
-        try:
-            current.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass  # closed meanwhile: kazoo is reconnecting
 
     def _watch_handshakes(self) -> None:
         """Learn the negotiated timeout at each connect.
@@ -252,6 +209,7 @@ class SessionLease:
 
         def connect(*args: Any, **kwargs: Any) -> Any:
             result = handshake(*args, **kwargs)
+            self._hung_server.connected()
             try:
                 read_timeout_ms = float(result[0])
             except (TypeError, ValueError, IndexError):

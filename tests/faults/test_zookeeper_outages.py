@@ -37,7 +37,7 @@ import pytest
 from kazoo.exceptions import SessionExpiredError
 
 from jetkafka.devstack import ZooKeeperEnsemble, ZooKeeperServer
-from tests.support.channels import channel_config
+from tests.support.channels import channel_config, values
 from tests.support.group_watch import (
     Sampler,
     committed,
@@ -288,3 +288,41 @@ def test_a_hung_server_the_session_uses(
     finally:
         for relay in relays:
             relay.close()
+
+
+def test_a_single_server_that_stalls_is_connected_to_again(
+    zk_connect: str, kafka_config: dict[str, Any], topic_factory, produce, caplog: pytest.LogCaptureFixture
+) -> None:
+    # One server in zookeeper.connect, silent for longer than a third of the timeout (a long
+    # garbage collection on it) but shorter than the timeout: the connection is closed as for a
+    # hung server, kazoo connects to the same server again and waits for it, and the session,
+    # the partitions and the events come through.
+    caplog.set_level(logging.INFO)
+    hosts, _, chroot = zk_connect.partition("/")
+    host, _, port = hosts.rpartition(":")
+    relay = TcpRelay(host, int(port))
+    topic = topic_factory(partitions=2)
+    produce(topic, values(20, 2))
+    config = channel_config(f"{relay.address}/{chroot}", kafka_config, [topic], auto_offset_reset="earliest")
+    config["zookeeper"]["session_timeout_s"] = 6
+    instance = Instance(config)
+    try:
+        wait_for(lambda: len(instance.processor.ids()) == 20, 30, "the first events")
+        session = instance.session_id
+        states: list[str] = []
+        instance.client.add_listener(states.append)
+        relay.hang(refuse_new=False)
+        time.sleep(3.5)  # the fault: silent for more than a third of the timeout, less than all of it
+        relay.resume()
+        produce(topic, values(20, 2, start=20))
+        wait_for(lambda: len(instance.processor.ids()) == 40, 30, "the events after the stall")
+        assert instance.session_id == session
+        closed = instance.session.lease.hung_connections
+        changes = list(states)  # before the close, which ends the session
+    finally:
+        instance.close()
+        relay.close()
+    assert changes == ["SUSPENDED", "CONNECTED"], changes
+    assert closed == 1
+    assert sorted(instance.processor.ids()) == list(range(40))
+    assert instance.processor.losses() == []

@@ -3,7 +3,9 @@
 :meth:`TcpRelay.hang` stops forwarding in both directions without closing anything: requests in
 flight stay unanswered and the clients' connections stay open (no FIN, no RST), as with a
 server that froze or a network path that drops packets. New connections are refused from then
-on, so a client that gives the connection up and tries the next address moves on at once.
+on, so a client that gives the connection up and tries the next address moves on at once; with
+``refuse_new=False`` they are accepted and held like the others, as a frozen server's kernel
+does. :meth:`TcpRelay.resume` forwards again on every connection kept open.
 """
 
 from __future__ import annotations
@@ -12,19 +14,16 @@ import selectors
 import socket
 import threading
 
-from jetkafka.devstack._ports import free_port
-
 
 class TcpRelay:
     def __init__(self, upstream_host: str, upstream_port: int) -> None:
         self._upstream = (upstream_host, upstream_port)
-        self.port = free_port()
-        self._listener = socket.create_server(("127.0.0.1", self.port))
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._listener.getsockname()[1]
         self._hung = threading.Event()
         self._stopped = threading.Event()
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
-        self.connections = 0  # accepted so far
         self._thread = threading.Thread(target=self._accept, name=f"relay-{self.port}", daemon=True)
         self._thread.start()
 
@@ -32,9 +31,13 @@ class TcpRelay:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def hang(self) -> None:
+    def hang(self, refuse_new: bool = True) -> None:
         self._hung.set()
-        self._close_listener()  # refused from now on
+        if refuse_new:
+            self._close_listener()
+
+    def resume(self) -> None:
+        self._hung.clear()
 
     def close(self) -> None:
         self._stopped.set()
@@ -51,7 +54,7 @@ class TcpRelay:
         self._listener.close()
 
     def _accept(self) -> None:
-        while not self._stopped.is_set() and not self._hung.is_set():
+        while not self._stopped.is_set():
             try:
                 client, _ = self._listener.accept()
             except OSError:
@@ -63,7 +66,6 @@ class TcpRelay:
                 continue
             with self._lock:
                 self._sockets += [client, server]
-                self.connections += 1
             threading.Thread(target=self._pump, args=(client, server), daemon=True).start()
 
     def _pump(self, a: socket.socket, b: socket.socket) -> None:
