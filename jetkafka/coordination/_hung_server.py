@@ -25,7 +25,8 @@ after the last close (a slow ensemble rather than one hung server) waits for tha
 slow ensemble does not get a storm of reconnects. With one server in ``connect``, kazoo
 connects to it again and waits for it. kazoo may try the hung server again among the next ones
 (it shuffles the list each round); its handshake there waits the session timeout divided by
-the number of servers before it moves on.
+the number of servers before it moves on. With two servers that wait is half the timeout, and
+the session can expire before kazoo reaches the other one; with three or more it is not.
 """
 
 from __future__ import annotations
@@ -56,12 +57,17 @@ class Heartbeat:
 
 
 class HungServerWatch:
-    """Judges the lease's unanswered reads; called from the lease's heartbeat thread only."""
+    """Judges the lease's unanswered reads.
+
+    Threads: :meth:`check` runs on the lease's heartbeat thread only; :meth:`connected` on
+    kazoo's connection thread (one float written whole, read by :meth:`check`).
+    """
 
     def __init__(self, client: KazooClient) -> None:
         self._client = client
         self._usable_since = time.monotonic()
         self._last_close = -math.inf
+        self._postponed_to = -math.inf  # the last postponement logged
         self.closed = 0  # connections shut down for a hung server
 
     def connected(self) -> None:
@@ -88,17 +94,20 @@ class HungServerWatch:
                 beat.waited_since = now  # kazoo's own thread is behind, not the server
             return False
         server = _peer(current)
-        silent = now - stalled[0].waited_since
+        silent = now - min(b.sent for b in stalled)
         if now - self._last_close < timeout_s:
             # Judged again once a session timeout has passed since the last close.
             again = self._last_close + timeout_s - stall_s
             for beat in stalled:
                 beat.waited_since = max(beat.waited_since, again)
-            log.warning(
-                "ZooKeeper server %s has not answered for %.1f s, within one session timeout of the last "
-                "connection closed for that: the ensemble looks slow; the connection is kept %.1f s more",
-                server, silent, self._last_close + timeout_s - now,
-            )
+            if self._postponed_to != again:
+                self._postponed_to = again
+                log.warning(
+                    "ZooKeeper server %s has not answered a heartbeat for %.1f s, within one session timeout "
+                    "of the last connection closed for that: the ensemble looks slow; the connection is kept "
+                    "%.1f s more",
+                    server, silent, self._last_close + timeout_s - now,
+                )
             return False
         for beat in stalled:
             beat.abandoned = True
@@ -111,7 +120,7 @@ class HungServerWatch:
         self._last_close = now
         self.closed += 1
         log.warning(
-            "ZooKeeper server %s has not answered for %.1f s (a third of the %.1f s session timeout): "
+            "ZooKeeper server %s has not answered a heartbeat for %.1f s (a third of the %.1f s session timeout): "
             "connection closed so that the client moves to another server before the session expires",
             server, silent, timeout_s,
         )
@@ -120,25 +129,31 @@ class HungServerWatch:
 
 def _unread(sock: socket.socket) -> bool:
     """Whether bytes (or the server's close) wait in the socket for kazoo's thread."""
-    try:
-        return bool(select.select([sock], [], [], 0)[0])
-    except (OSError, ValueError):
+    fd = sock.fileno()
+    if fd < 0:
         return True  # closed meanwhile: not the server's silence to judge
+    try:
+        if hasattr(select, "poll"):  # any descriptor number (select() stops at 1023)
+            poller = select.poll()
+            poller.register(fd, select.POLLIN | select.POLLPRI | select.POLLHUP | select.POLLERR)
+            return bool(poller.poll(0))
+        return bool(select.select([sock], [], [], 0)[0])
+    except OSError:
+        return True
 
 
 def _unsent(client: KazooClient, beats: list[Heartbeat]) -> bool:
     """Whether kazoo has not written one of these reads yet."""
-    try:
-        queued = list(getattr(client, "_queue", ()))
-    except RuntimeError:  # changed while copied: judge again at the next look
-        return True
+    queued = list(getattr(client, "_queue", ()))  # copied in one step under the interpreter lock
     requests = {id(b.request) for b in beats}
     return any(id(entry[1]) in requests for entry in queued)
 
 
 def _peer(sock: socket.socket) -> str:
     try:
-        host, port = sock.getpeername()[:2]
+        peer = sock.getpeername()
     except OSError:
         return "?"
-    return f"{host}:{port}"
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        return f"{peer[0]}:{peer[1]}"
+    return str(peer) or "?"

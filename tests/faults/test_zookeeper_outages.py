@@ -1,7 +1,7 @@
-"""ZooKeeper outages the sessions survive: a server restart, an ensemble member lost.
+"""ZooKeeper outages the sessions survive: a server restart, an ensemble member lost or hung.
 
-Each test runs two in-process channels, each with its own session, under steady load, on
-ZooKeeper servers of its own or, for (3), on relays in front of the shared test server (which
+Three tests run two in-process channels, each with its own session, under steady load, on
+ZooKeeper servers of their own or, for (3), on relays in front of the shared test server (which
 itself is never touched).
 
 Injected: (1) a clean stop of the only ZooKeeper server, about 3 s down, and a start on the same
@@ -9,13 +9,18 @@ port with the same data directory, shorter than the 15 s session timeout; (2) a 
 the member of a three-server ensemble that one channel's session is connected through, kept
 down to the end; (3) the server one channel's session is connected through made to hang: of
 two relays in front of one server, the one that session uses stops forwarding, its
-connections left open (no FIN, no RST), to the end. Only kazoo's own ping finds that out, and
-only if nothing else is sent meanwhile: the local lease's heartbeat must not keep such a
-connection looking alive.
-Asserted, both: each session saw the connection drop and came back within the same session
+connections left open (no FIN, no RST), to the end, while the test sends reads of its own on
+the sessions every second (each pushes back the ping by which kazoo alone would find the hang).
+Asserted, all three: each session saw the connection drop and came back within the same session
 (same session id, no expiry); owner nodes are exactly the same nodes before, during (sampled)
 and after (owner id, owning session, creation zxid); no ``PartitionLost``; committed offsets
-never go back; every acknowledged id delivered exactly once.
+never go back; every acknowledged id delivered exactly once; for (3), the connection was closed
+by the instance for the hung server.
+
+A fourth test runs one channel on one relay that stops forwarding (new connections accepted and
+held, as a frozen server's kernel does) until the instance closes its connection for it, then
+forwards again: the instance connects to the same server again within its session, and every
+event comes through once.
 
 ZooKeeper 3.9 itself can expire a session across a restart: a connection refused while the
 server still loads its data is left open after a NullPointerException in
@@ -312,7 +317,9 @@ def test_a_single_server_that_stalls_is_connected_to_again(
         states: list[str] = []
         instance.client.add_listener(states.append)
         relay.hang(refuse_new=False)
-        time.sleep(3.5)  # the fault: silent for more than a third of the timeout, less than all of it
+        # The fault: silent until the connection is closed for it (a third of the timeout after
+        # the first unanswered read), then answering again well within the timeout.
+        wait_for(lambda: instance.session.lease.hung_connections == 1, 5, "the connection closed for the stall")
         relay.resume()
         produce(topic, values(20, 2, start=20))
         wait_for(lambda: len(instance.processor.ids()) == 40, 30, "the events after the stall")
