@@ -112,9 +112,9 @@ class ChannelControls:
             return
         state.paused = paused
         if paused:
-            fetcher.pause(state.key)
+            fetcher.pause(state)
         else:
-            fetcher.resume(state.key)
+            fetcher.resume(state)
             queue.offer(state)
 
 

@@ -2,21 +2,23 @@
 
 Only the fetcher thread calls the fetching consumer (librdkafka's Python binding hangs when
 one consumer is called from a second thread while ``consume`` runs); other threads post
-commands (assign, unassign, seek, resume, mirror commits) that it applies between polls, and
-read metadata and watermarks through a second, idle consumer. Messages are routed to their
-partition's bounded buffer; a buffer far beyond its share of the channel's budget pauses
-fetching of that partition in librdkafka (unless a worker waits downstream, see
-:mod:`jetkafka.channel._budget`), so a large backlog costs at most ``buffer_max_events`` /
-``buffer_max_bytes`` per partition plus librdkafka's own pre-fetch queue
-(``queued.max.messages.kbytes``).
+commands (assign, unassign, seek, pause, resume, mirror commits), each for one lease of a
+partition (:mod:`jetkafka.channel._fetch_commands`), that it applies between polls, and read
+metadata and watermarks through a second, idle consumer. Messages are routed to their
+partition's bounded buffer. While the buffers together stay within the channel's budget the
+fetcher polls; a partition beyond its share while others want room stops fetching, and gives
+back what it borrowed once the budget is spent (:mod:`jetkafka.channel._shares`), so one
+partition that does not drain never holds back another; a large backlog costs at most the
+budget (``buffer_max_events`` / ``buffer_max_bytes`` per owned partition) plus librdkafka's
+own read-ahead queue (``queued.max.messages.kbytes``).
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from itertools import groupby
 from typing import Any, cast
 
@@ -24,7 +26,10 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from jetkafka._client_logs import librdkafka_logger
 from jetkafka.channel._budget import BufferBudget
+from jetkafka.channel._fetch_commands import RETRY_S, FetchCommand, FetchCommands, Positions
+from jetkafka.channel._log_ends import LogEndWatch
 from jetkafka.channel._partition import PartitionState
+from jetkafka.channel._shares import CHECK_S, BufferShares
 from jetkafka.errors import ConnectError, TopicNotFound
 from jetkafka.events import Key
 
@@ -87,6 +92,7 @@ class Fetcher:
         max_poll: int = MAX_POLL,
         wrap_consumer: ConsumerWrapper | None = None,
         connection_timeout_s: float = 10.0,
+        partitions: Callable[[], Iterable[PartitionState]] = tuple,
     ) -> None:
         self._conf = consumer_config(kafka, group)
         # How long a metadata look-up waits for a broker (channel.kafka_connection_timeout_s).
@@ -100,8 +106,11 @@ class Fetcher:
         self._on_data = on_data
         self._budget = budget
         self._max_poll = max_poll
-        # (operation, {partition: offset}); the offset is -1 where the operation takes none.
-        self._commands: queue.SimpleQueue[tuple[str, dict[Key, int]]] = queue.SimpleQueue()
+        self._commands = FetchCommands(states)
+        self._log_ends = LogEndWatch(self.high_watermarks, budget)
+        # Every owned partition, for the share check (``partitions``: the channel's table).
+        self.shares = BufferShares(partitions, self._log_ends)
+        self._next_share_check = 0.0
         self._stop = threading.Event()
         self._assigned: set[Key] = set()  # fetcher thread only
         self._one_topic: str | None = None  # the topic of every assigned partition, if they share one
@@ -167,37 +176,50 @@ class Fetcher:
                 out[p] = low if earliest else high
         return out
 
-    # -- commands (any thread) -------------------------------------------------------------
+    def high_watermarks(self, keys: list[Key], timeout: float) -> dict[Key, int]:
+        """The high watermark of each partition, of any topics, in one ListOffsets request;
+        a partition the broker answers with an error is left out."""
+        wanted = [TopicPartition(topic, partition, -1) for topic, partition in keys]
+        with self._meta_lock:
+            found = self._meta.offsets_for_times(wanted, timeout=timeout)
+        return {(tp.topic, tp.partition): int(tp.offset) for tp in found if tp.error is None and tp.offset >= 0}
 
-    def assign(self, positions: Mapping[Key, int]) -> None:
+    # -- commands (any thread), each for one lease of a partition ---------------------------
+
+    def assign(self, positions: Iterable[tuple[PartitionState, int]]) -> None:
         """Start fetching each partition at its offset, all in one librdkafka call."""
-        self._commands.put(("assign", dict(positions)))
+        self._commands.post([FetchCommand("assign", state.key, state, offset) for state, offset in positions])
 
-    def unassign(self, key: Key) -> None:
-        self._commands.put(("unassign", {key: -1}))
+    def unassign(self, state: PartitionState) -> None:
+        """Stop fetching the partition of ``state`` (not if it is leased again meanwhile)."""
+        self._commands.post([FetchCommand("unassign", state.key, state)])
 
-    def seek(self, key: Key, offset: int) -> None:
+    def seek(self, state: PartitionState, offset: int) -> None:
         """Restart fetching at ``offset``; the caller already called ``state.reposition``."""
-        self._commands.put(("seek", {key: offset}))
+        self._commands.post([FetchCommand("seek", state.key, state, offset)])
 
-    def pause(self, key: Key) -> None:
-        self._commands.put(("pause", {key: -1}))
+    def pause(self, state: PartitionState) -> None:
+        self._commands.post([FetchCommand("pause", state.key, state)])
 
-    def resume(self, key: Key) -> None:
-        self._commands.put(("resume", {key: -1}))
+    def resume(self, state: PartitionState) -> None:
+        """Fetch again (from where the buffer needs it), unless the partition is paused or
+        its buffer still holds its share."""
+        self._commands.post([FetchCommand("resume", state.key, state)])
 
     def mirror_commit(self, key: Key, offset: int) -> None:
         """Copy a committed offset to Kafka's group offsets, for standard lag tools."""
-        self._commands.put(("commit", {key: offset}))
+        self._commands.post([FetchCommand("commit", key, None, offset)])
 
     # -- the fetcher thread ----------------------------------------------------------------
 
     def start(self) -> None:
+        self._log_ends.start()
         self._thread = threading.Thread(target=self._run, name="jetkafka-fetcher", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
+        self._log_ends.stop()
         if self._thread is not None:
             self._thread.join(timeout=10)
         self.consumer.close()
@@ -207,19 +229,19 @@ class Fetcher:
     def _run(self) -> None:
         consume = self.consumer.consume
         while not self._stop.is_set():
-            if self._assigned:
+            if self._assigned or self._commands.retries_waiting:
                 self._apply_commands()
-                if not self._budget.wait_for_room(0.1):
+                if not self._room():
                     continue
                 timeout = _POLL_S
             else:
                 # Nothing to fetch: wait for a command rather than in consume(), so the first
                 # assignment is applied the moment it is posted.
-                try:
-                    self._apply_commands(self._commands.get(timeout=_IDLE_WAIT_S))
+                first = self._commands.wait(_IDLE_WAIT_S)
+                if first is not None:
+                    self._apply_commands(first)
                     continue
-                except queue.Empty:
-                    timeout = 0  # only serve librdkafka's logs and errors
+                timeout = 0  # only serve librdkafka's logs and errors
             try:
                 msgs = consume(num_messages=self._max_poll, timeout=timeout)
             except KafkaException as exc:  # consumer closed or fatal
@@ -257,6 +279,34 @@ class Fetcher:
             run.append(m)
         self._flush(run_key, run)
 
+    def _room(self) -> bool:
+        """Whether to poll now: the budget has room, or room was made. While a buffer is
+        beyond its share or the budget is spent, the owned partitions are looked at every
+        ``CHECK_S`` (:class:`BufferShares`): the fetch of those that must give room back is
+        paused here. Otherwise waits for room (at most ``CHECK_S``) and returns False."""
+        budget = self._budget
+        spent = budget.spent()
+        if not budget.over_share:
+            self.shares.others_want_room = False
+        now = time.monotonic()
+        if (spent or budget.over_share) and now >= self._next_share_check:
+            self._next_share_check = now + CHECK_S
+            for state in self.shares.check(spent):
+                self._pause_fetch(state)
+            spent = budget.spent()
+        if not spent:
+            return True
+        budget.wait_for_room(CHECK_S)
+        return False
+
+    def _pause_fetch(self, state: PartitionState) -> None:
+        if state.key not in self._assigned or self._states(state.key) is not state:
+            return
+        try:
+            self.consumer.pause([TopicPartition(state.topic, state.partition)])
+        except KafkaException as exc:
+            log.error("%s[%d]: pausing the fetch at offset %d failed: %s", *state.key, state.buffer.fetch_next, exc)
+
     def _flush(self, key: Key | None, run: list[Any]) -> None:
         if not run or key is None:
             return
@@ -265,7 +315,7 @@ class Fetcher:
             return  # released since the fetch: drop
         self.events_fetched += len(run)
         tp = TopicPartition(key[0], key[1])
-        if state.buffer.append(run, self._log_end(tp)):
+        if state.buffer.append(run, self._log_end(tp), self.shares.others_want_room):
             self.consumer.pause([tp])
         self._on_data(state)
 
@@ -285,12 +335,15 @@ class Fetcher:
         key = (m.topic(), m.partition()) if m.topic() is not None else None
         if code in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET) and key is not None:
             state = self._states(key)
-            if state is not None:
-                state.buffer.mark_out_of_range()
+            if state is None:
+                return
+            if state.buffer.mark_out_of_range():
                 log.error(
                     "%s[%d]: fetch offset %d is out of range on the broker", key[0], key[1], state.buffer.fetch_next
                 )
                 self._on_data(state)
+            else:
+                log.debug("%s[%d]: out-of-range error of an earlier fetch position ignored (%s)", *key, err.str())
             return
         if err.fatal():
             log.critical("fatal Kafka error: %s", err.str())
@@ -299,56 +352,50 @@ class Fetcher:
         else:
             log.warning("Kafka error%s: %s", f" on {key[0]}[{key[1]}]" if key else "", err.str())
 
-    def _apply_commands(self, first: tuple[str, dict[Key, int]] | None = None) -> None:
-        pending: list[tuple[str, dict[Key, int]]] = [first] if first is not None else []
-        while True:
-            try:
-                pending.append(self._commands.get_nowait())
-            except queue.Empty:
-                break
-        i = 0
-        while i < len(pending):
-            # Consecutive (re)assignments reach librdkafka in one call, so its next fetch asks
-            # for all of them: a partition assigned alone is fetched alone, and a large answer
-            # for it fills librdkafka's queue, which then holds back the fetch of the others
-            # for fetch.queue.backoff.ms. Of two positions for one partition the later wins,
-            # as it would applied one after the other.
-            positions: dict[Key, int] = {}
-            while i < len(pending) and pending[i][0] in ("assign", "seek"):
-                positions.update(pending[i][1])
-                i += 1
-            if positions:
-                self._assign(positions)
-                continue
-            op, targets = pending[i]
-            for key, offset in targets.items():
-                self._apply(op, key, offset)
-            i += 1
+    def _apply_commands(self, first: list[FetchCommand] | None = None) -> None:
+        for step in self._commands.steps(first):
+            if isinstance(step, dict):
+                # Consecutive (re)assignments reach librdkafka in one call, so its next fetch asks
+                # for all of them: a partition assigned alone is fetched alone, and a large answer
+                # for it fills librdkafka's queue, which then holds back the fetch of the others
+                # for fetch.queue.backoff.ms.
+                self._assign(step)
+            else:
+                self._apply(step)
 
-    def _assign(self, positions: dict[Key, int]) -> None:
+    def _assign(self, positions: Positions) -> None:
         """Fetch each partition from its offset; one librdkafka call for all of them, or, if
-        that fails, one call each, so one bad partition does not hold up the others."""
+        that fails, one call each, so one bad partition does not hold up the others; one that
+        fails alone is tried again later (:meth:`FetchCommands.retry_later`)."""
         try:
             # Re-assigning discards whatever librdkafka pre-fetched from the old position.
             again = [TopicPartition(t, p) for (t, p) in positions if (t, p) in self._assigned]
             if again:
                 self.consumer.incremental_unassign(again)
                 self._assigned.difference_update(positions)
-            self.consumer.incremental_assign([TopicPartition(t, p, o) for (t, p), o in positions.items()])
+            self.consumer.incremental_assign([TopicPartition(t, p, o) for (t, p), (_, o) in positions.items()])
         except KafkaException as exc:
             if len(positions) > 1:
                 log.warning("assigning %d partitions together failed (%s); assigning one by one", len(positions), exc)
-                for key, offset in positions.items():
-                    self._assign({key: offset})
+                for key, position in positions.items():
+                    self._assign({key: position})
             else:
-                for (topic, partition), offset in positions.items():
-                    log.error("%s[%d]: assign of offset %d failed: %s", topic, partition, offset, exc)
+                for (topic, partition), (state, offset) in positions.items():
+                    log.error(
+                        "%s[%d]: assign of offset %d failed: %s; trying again in %.0f s",
+                        topic,
+                        partition,
+                        offset,
+                        exc,
+                        RETRY_S,
+                    )
+                    self._commands.retry_later((topic, partition), state, offset)
             return
         self._assigned.update(positions)
         self._topics_changed()
-        for key, offset in positions.items():
+        for key, (state, offset) in positions.items():
             try:
-                self._fetching_from(key, offset)
+                self._fetching_from(key, state, offset)
             except KafkaException as exc:
                 log.error("%s[%d]: setting pause/resume at offset %d failed: %s", key[0], key[1], offset, exc)
 
@@ -356,34 +403,37 @@ class Fetcher:
         topics = {topic for topic, _ in self._assigned}
         self._one_topic = topics.pop() if len(topics) == 1 else None
 
-    def _fetching_from(self, key: Key, offset: int) -> None:
-        state = self._states(key)
+    def _fetching_from(self, key: Key, state: PartitionState, offset: int) -> None:
         tp = TopicPartition(key[0], key[1])
         # librdkafka keeps a partition's pause across unassign/assign: set it anew.
-        if state is not None and (state.paused or state.buffer.fetch_paused):
+        if state.paused or state.buffer.fetch_paused:
             self.consumer.pause([tp])
         else:
             self.consumer.resume([tp])
-        if state is not None:
-            state.buffer.fetching_from(offset)
+        state.buffer.fetching_from(offset)
         log.debug("%s[%d]: fetching from offset %d", key[0], key[1], offset)
 
-    def _apply(self, op: str, key: Key, offset: int) -> None:
+    def _apply(self, command: FetchCommand) -> None:
         """Unassign, pause, resume or mirror a commit (assignments go through :meth:`_assign`)."""
+        key, state, offset = command.key, command.state, command.offset
         part = TopicPartition(key[0], key[1])
         try:
-            if op == "unassign" and key in self._assigned:
+            if command.op == "unassign" and key in self._assigned:
                 self.consumer.incremental_unassign([part])
                 self._assigned.discard(key)
                 self._topics_changed()
-            elif op == "pause" and key in self._assigned:
+            elif command.op == "pause" and key in self._assigned:
                 self.consumer.pause([part])
-            elif op == "resume" and key in self._assigned:
-                state = self._states(key)
-                # Stay paused while the user paused it or its buffer is still over budget.
-                if state is None or not (state.paused or state.buffer.fetch_paused):
+            elif command.op == "resume" and key in self._assigned and state is not None:
+                # Stay paused while the user paused it or its buffer still holds its share.
+                if state.paused or state.buffer.fetch_paused:
+                    return
+                restart = state.buffer.resume_offset()
+                if restart is not None:  # it gave back its tail: fetch that again
+                    self._assign({key: (state, restart)})
+                else:
                     self.consumer.resume([part])
-            elif op == "commit":
+            elif command.op == "commit":
                 self.consumer.commit(offsets=[TopicPartition(key[0], key[1], offset)], asynchronous=True)
         except KafkaException as exc:
-            log.error("%s[%d]: %s of offset %d failed: %s", key[0], key[1], op, offset, exc)
+            log.error("%s[%d]: %s of offset %d failed: %s", key[0], key[1], command.op, offset, exc)

@@ -188,6 +188,7 @@ class InboundChannel:
                 self._budget,
                 wrap_consumer=self._wrap_consumer,
                 connection_timeout_s=cfg.kafka_connection_timeout_s,
+                partitions=self._table.states,
             )
             self._membership = GroupMembership(
                 self._controller, cfg, self._leases, self.consumer_id, on_rebalance=self.stats.rebalanced

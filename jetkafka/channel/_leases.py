@@ -84,7 +84,7 @@ class PartitionLeases:
                     exc,
                 )
             starts = {}
-        positions: dict[Key, int] = {}
+        positions: list[tuple[PartitionState, int]] = []
         queued: list[PartitionState] = []
         for lease in leases:
             offset = lease.committed
@@ -118,7 +118,7 @@ class PartitionLeases:
             membership.adopted(lease)
             if old is not None:  # lost and taken again before a worker handled the loss
                 old.lost_reason = old.lost_reason or "taken again"
-            positions[lease.key] = offset
+            positions.append((state, offset))
             queued.append(state)
         # Resets issued while the partition had another owner: filed before its first turn,
         # which fetched events could start as soon as the fetcher is assigned.
@@ -160,7 +160,7 @@ class PartitionLeases:
         channel._add_ons.partition_removed(state.lease)  # recovery: its batch in hand is stored first
         state.remove()
         if self._table.drop(state, channel._budget):  # else taken again already, being fetched anew
-            fetcher.unassign(state.key)
+            fetcher.unassign(state)
             channel.stats.forget(state.key)
 
     def may_act(self) -> bool:

@@ -108,7 +108,7 @@ class ResponseHandler:
     def _reposition(self, state: PartitionState, offset: int) -> None:
         state.reposition(offset)
         self.committer.repositioned(state)
-        self.fetcher.seek(state.key, offset)
+        self.fetcher.seek(state, offset)
 
     # -- out of range, filed moves ---------------------------------------------------------
 
@@ -126,7 +126,7 @@ class ResponseHandler:
         policy = self.config.on_out_of_range
         if policy == "fail":
             state.halted = str(error)
-            self.fetcher.pause(state.key)
+            self.fetcher.pause(state)
             log.critical(
                 "%s; partition halted (channel.on_out_of_range: fail): reset its offset with "
                 "`jetkafka offsets reset` to continue",

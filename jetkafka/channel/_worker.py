@@ -142,7 +142,7 @@ class BatchRunner:
         if batch is None:
             batch, resume = state.buffer.take_batch(self.config.batch_max_events, self.config.batch_max_bytes)
             if resume:
-                self.fetcher.resume(state.key)
+                self.fetcher.resume(state)
             if not batch:
                 return
         head, last = offset_of(batch[0]), offset_of(batch[-1])

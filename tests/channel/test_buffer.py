@@ -97,46 +97,83 @@ def test_offsets_fetched_again_after_a_resume_are_not_buffered_twice() -> None:
     assert offsets(state.buffer.take_batch(100, 1 << 20)[0]) == list(range(15))
 
 
-def test_a_partition_far_over_its_share_pauses_fetching_until_drained() -> None:
-    state, budget = new_state(buffer_events=100)
-    pauses = [state.buffer.append(fetched(o, 50)) for o in range(0, 400, 50)]
-    assert pauses == [False] * 7 + [True]  # 400 = PAUSE_FACTOR x buffer_max_events
-    resumes = [state.buffer.take_batch(100, 1 << 20)[1] for _ in range(4)]
-    assert resumes == [False, False, True, False]  # back within buffer_max_events after 300
-    assert budget.buffered == (0, 0)
-
-
-def test_a_partition_over_its_share_is_paused_only_once_the_channel_budget_is_spent() -> None:
-    # Eight partitions share a budget of 800 events. One partition that gets all the data (a
-    # broker answering partition after partition) keeps fetching while the others leave room:
-    # a pause would throw away what librdkafka fetched ahead for it.
+def test_a_buffer_beyond_its_share_stops_fetching_only_while_others_want_room() -> None:
     state, budget = new_state(buffer_events=100)
     budget.set_partitions(8)
+    # Nobody else wants room: one hot partition may borrow the whole budget.
     pauses = [state.buffer.append(fetched(o, 100)) for o in range(0, 800, 100)]
-    assert pauses == [False] * 7 + [True]  # 400 is 4 x its share, but only 800 spends the budget
-    assert budget.spent()
+    assert pauses == [False] * 8 and budget.spent() and budget.over_share == 1
+    # Others want room: beyond its share, it stops fetching (once).
+    assert state.buffer.append(fetched(800, 10), hold_to_share=True)
+    assert not state.buffer.append(fetched(810, 10), hold_to_share=True)
+    # It fetches again at half its share, not at its share: resumed at its share, the next run
+    # would pause it again.
+    resumes = [state.buffer.take_batch(100, 1 << 20)[1] for _ in range(8)]
+    assert resumes == [False] * 7 + [True]  # 20 left
+    assert budget.over_share == 0
 
 
-def test_no_partition_is_paused_while_a_worker_waits_downstream() -> None:
+def test_shedding_keeps_the_oldest_events_up_to_the_share_and_fetches_the_rest_again() -> None:
+    state, budget = new_state(buffer_events=100)
+    budget.set_partitions(3)
+    for o in range(0, 300, 50):
+        state.buffer.append(fetched(o, 50))
+    state.buffer.take_batch(30, 1 << 20)  # 30 taken: the first run is taken in part
+    assert state.buffer.shed() == 170
+    assert (state.buffer.buffered, budget.buffered[0]) == (100, 100)
+    assert offsets(state.buffer.messages()) == list(range(30, 130))
+    assert state.buffer.fetch_paused and state.buffer.seek_pending and state.buffer.fetch_next == 130
+    assert state.buffer.resume_offset() == 130
+    assert budget.over_share == 0 and state.buffer.shed() == 0
+    # What the fetch still delivers from beyond the kept part is dropped until it re-positions.
+    assert not state.buffer.append(fetched(300, 10)) and state.buffer.buffered == 100
+    resumes = [state.buffer.take_batch(10, 1 << 20)[1] for _ in range(5)]
+    assert resumes == [False] * 4 + [True]  # 50 left: half its share
+    state.buffer.fetching_from(130)
+    state.buffer.append(fetched(130, 20))
+    assert offsets(state.buffer.messages()) == list(range(80, 150))
+    assert (state.buffer.events_shed, budget.buffered[0]) == (170, 70)
+
+
+def test_shedding_keeps_at_least_one_event_and_respects_bytes() -> None:
+    state, budget = new_state(buffer_events=100, buffer_bytes=1000)
+    budget.set_partitions(2)
+    state.buffer.append(fetched(0, 10, size=400))  # 4,000 bytes: four times its share of bytes
+    assert state.buffer.shed() == 8
+    assert offsets(state.buffer.messages()) == [0, 1] and state.buffer.buffered_bytes == 800
+    big, _ = new_state(buffer_events=100, buffer_bytes=100)
+    big.buffer.append(fetched(0, 3, size=500))
+    assert big.buffer.shed() == 2 and offsets(big.buffer.messages()) == [0]
+
+
+def test_a_wait_downstream_excuses_a_draining_partition_until_it_is_back_within_its_share() -> None:
     # A processor waiting for a sink every partition shares (the Spark driver) holds the whole
     # channel back: the budget is spent because of it, and a pause of the partition that fills
     # the buffers would only make librdkafka throw away what it fetched ahead for it.
     state, budget = new_state(buffer_events=100)
     with budget.waiting_downstream():
-        pauses = [state.buffer.append(fetched(o, 100)) for o in range(0, 800, 100)]
+        pauses = [state.buffer.append(fetched(o, 100), hold_to_share=True) for o in range(0, 800, 100)]
         assert pauses == [False] * 8
-        assert budget.spent()
+        assert state.buffer.excused()
     # Between two waits the worker hands over its batch and the buffer refills at once: the
     # wait still excuses the partition until it is back within its share.
     state.buffer.take_batch(100, 1 << 20)
-    assert not state.buffer.append(fetched(800, 100))
+    assert not state.buffer.append(fetched(800, 100), hold_to_share=True)
     for _ in range(7):
         state.buffer.take_batch(100, 1 << 20)
-    assert state.buffer.buffered == 100  # within its share again
-    # Over the mark again with no wait downstream since: now it is the slow one, and pauses.
-    pauses = [state.buffer.append(fetched(o, 100)) for o in range(900, 1200, 100)]
-    assert pauses == [False, False, True]  # 400 = PAUSE_FACTOR x buffer_max_events
-    assert not state.buffer.append(fetched(1200, 100))  # once
+    assert state.buffer.buffered == 100 and not state.buffer.excused()
+    # Beyond its share again with no wait downstream since: now it is the slow one.
+    assert state.buffer.append(fetched(900, 100), hold_to_share=True)
+
+
+def test_a_stale_out_of_range_error_is_ignored_while_a_seek_is_pending() -> None:
+    # An error about the position the fetch had before a reposition used to halt a healthy
+    # partition under on_out_of_range: fail.
+    state, _ = new_state()
+    state.buffer.restart_at(50)
+    assert not state.buffer.mark_out_of_range() and not state.buffer.out_of_range
+    state.buffer.fetching_from(50)
+    assert state.buffer.mark_out_of_range() and state.buffer.out_of_range
 
 
 def test_reposition_and_removal_drop_the_buffer_and_its_budget() -> None:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from confluent_kafka import KafkaError, Message, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from jetkafka.channel._budget import BufferBudget
 from jetkafka.channel._fetcher import Fetcher, consumer_config
@@ -87,7 +87,7 @@ def test_partitions_taken_together_are_assigned_in_one_call_each_at_its_offset(
     produce(topic, values(20, 4))  # offsets 0..4 in every partition
     starts = {0: 0, 1: 2, 2: 4, 3: 5}
     with held_partitions(zk_connect, kafka_config, topic, starts) as (fetcher, recording, states):
-        fetcher.assign({(topic, p): offset for p, offset in starts.items()})
+        fetcher.assign((states[p], offset) for p, offset in starts.items())
         fetcher.start()
         wait_buffered(states, {p: list(range(start, 5)) for p, start in starts.items()})
         # One librdkafka assignment for all four: its first fetch asks for every partition.
@@ -101,12 +101,63 @@ def test_a_seek_queued_after_the_assignment_of_its_partition_wins(
     topic = topic_factory(partitions=2)
     produce(topic, values(10, 2))  # offsets 0..4 in both partitions
     with held_partitions(zk_connect, kafka_config, topic, {0: 0, 1: 1}) as (fetcher, recording, states):
-        fetcher.assign({(topic, 0): 0, (topic, 1): 1})
+        fetcher.assign([(states[0], 0), (states[1], 1)])
         states[0].reposition(3)  # what a reset or a seek back does before asking the fetcher
-        fetcher.seek((topic, 0), 3)
+        fetcher.seek(states[0], 3)
         fetcher.start()  # both commands are taken in one go: the later position counts
         wait_buffered(states, {0: [3, 4], 1: [1, 2, 3, 4]})
         assert recording.assign_calls == [[(0, 3), (1, 1)]]
+
+
+def test_commands_of_an_earlier_lease_of_a_partition_are_not_applied_to_the_new_one(
+    zk_connect: str, kafka_config: dict[str, Any], topic_factory: Any, produce: Any
+) -> None:
+    # The partition was lost and taken again before the fetcher applied the old lease's last
+    # commands: a revert() of its last batch (seek back to 1) and its removal (unassign), queued
+    # after the new lease's assign at 3. Merged with that assign, the old seek used to win: the
+    # new buffer, waiting for offset 3, then dropped every record fetched from 1, for good; and
+    # the unassign stopped the fetch of the new lease altogether.
+    topic = topic_factory(partitions=1)
+    produce(topic, values(6, 1))  # offsets 0..5
+    with held_partitions(zk_connect, kafka_config, topic, {0: 3}) as (fetcher, recording, states):
+        new = states[0]
+        old = PartitionState(new.lease, 0, 100, 1 << 20, new.buffer.budget)
+        fetcher.assign([(new, 3)])
+        fetcher.seek(old, 1)
+        fetcher.unassign(old)
+        fetcher.start()
+        wait_buffered(states, {0: [3, 4, 5]})
+        assert recording.assign_calls == [[(0, 3)]]
+
+
+class FailingAssign(RecordingConsumer):
+    """``incremental_assign`` of one partition fails the first ``failures`` times."""
+
+    def __init__(self, consumer: Any, failures: int) -> None:
+        super().__init__(consumer)
+        self.failures = failures
+
+    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
+        if self.failures:
+            self.failures -= 1
+            self.assign_calls.append([(tp.partition, tp.offset) for tp in partitions])
+            raise KafkaException(KafkaError(KafkaError._STATE, "assign refused"))
+        super().incremental_assign(partitions)
+
+
+def test_a_partition_whose_assign_failed_is_assigned_again_and_fetched(
+    zk_connect: str, kafka_config: dict[str, Any], topic_factory: Any, produce: Any
+) -> None:
+    # Used to wait for its seek forever: owned, never fetched.
+    topic = topic_factory(partitions=1)
+    produce(topic, values(4, 1))
+    with held_partitions(zk_connect, kafka_config, topic, {0: 1}) as (fetcher, recording, states):
+        failing = FailingAssign(recording, failures=2)
+        fetcher.consumer = failing  # type: ignore[assignment]
+        fetcher.assign([(states[0], 1)])
+        fetcher.start()
+        wait_buffered(states, {0: [1, 2, 3]})
+        assert failing.assign_calls == [[(0, 1)]] * 3
 
 
 def test_runs_of_several_partitions_in_one_fetch_reach_each_buffer_in_order(
@@ -126,7 +177,7 @@ def test_runs_of_several_partitions_in_one_fetch_reach_each_buffer_in_order(
     with held_partitions(zk_connect, kafka_config, topic, {0: 0, 1: 0, 2: 0}) as (fetcher, recording, states):
         scripted = ScriptedConsumer(recording, script)
         fetcher.consumer = scripted  # type: ignore[assignment]
-        fetcher.assign({(topic, p): 0 for p in states})
+        fetcher.assign((s, 0) for s in states.values())
         fetcher.start()
         wait_buffered(states, {0: [0, 1, 2], 1: [0, 1, 2, 3], 2: [0, 1, 2, 3]})
         assert fetcher.events_fetched == 11

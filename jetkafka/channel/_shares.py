@@ -1,0 +1,139 @@
+"""Each partition's share of the channel's buffer budget, and who gives room back.
+
+Guarantee: what one partition does never holds back another. A partition that stops draining
+(a poison record under ``on_error: retry``, a partition paused alone, one halted by
+``on_out_of_range: fail``) or drains slowly keeps at most its own share of the budget
+(``buffer_max_events`` / ``buffer_max_bytes``) while other partitions want room; memory stays
+bounded by the budget (the sum of the shares), and a partition that drains again gets its
+share back.
+
+How:
+
+* A partition *wants room* when it could fetch (not paused, halted, failing, leaving, nor
+  paused for its share), less than half its share is buffered, and the broker reported records
+  beyond what it fetched (its log end).
+* While some partition wants room, a buffer beyond its share stops fetching (paused in
+  librdkafka, :meth:`~jetkafka.channel._buffer.PartitionBuffer.append`); one that cannot drain
+  gives back what it borrowed at once, and once the budget is spent, so does every buffer
+  beyond its share: its newest events are dropped and fetched again, from the same offset,
+  once half its share is left (:meth:`~jetkafka.channel._buffer.PartitionBuffer.shed`).
+  Nothing is lost: a dropped event was never handed to the processor.
+* While the budget is spent and nobody is known to want room, the fetcher stops polling (the
+  read-ahead of librdkafka stays where it is) and the :class:`~jetkafka.channel._log_ends.LogEndWatch`
+  asks the broker for the log ends of the partitions that have room: a record produced to a
+  quiet partition while another one holds the budget is found that way within about a second.
+* A wait downstream (the Spark collector waiting for its driver) excuses a draining partition:
+  every partition waits for the same sink then. A partition that cannot drain is never excused.
+
+Costs: nothing is evaluated while every buffer stays within its share; the check walks the
+owned partitions at most every :data:`CHECK_S` while one is beyond it. Giving room back costs a
+second fetch of the events dropped, which happens only while a partition holds more than its
+share and another one has records waiting.
+
+Runs on the fetcher thread (:meth:`BufferShares.check`); reads the partitions' fields without
+their locks (each value at worst one step old: a decision is then taken at the next check).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jetkafka.channel._log_ends import LogEndWatch
+    from jetkafka.channel._partition import PartitionState
+
+log = logging.getLogger("jetkafka.channel")
+
+# How often the owned partitions are looked at while a buffer is beyond its share or the
+# budget is spent.
+CHECK_S = 0.1
+
+
+def stalled(state: PartitionState) -> bool:
+    """The partition cannot drain now: paused, halted, failing under the failure policy, or
+    leaving the channel."""
+    return (
+        state.paused
+        or state.halted is not None
+        or state.redeliver is not None
+        or state.release_reason is not None
+        or state.lost_reason is not None
+        or state.removed
+    )
+
+
+def has_room(state: PartitionState) -> bool:
+    """The partition could fetch now and less than half its share is buffered."""
+    buffer = state.buffer
+    return (
+        not stalled(state)
+        and not buffer.fetch_paused
+        and not buffer.out_of_range
+        and buffer.below_half_share()
+    )
+
+
+def wants_room(state: PartitionState) -> bool:
+    """:func:`has_room`, and the broker reported records beyond what it fetched."""
+    log_end = state.buffer.log_end
+    return log_end is not None and log_end > state.buffer.fetch_next and has_room(state)
+
+
+class BufferShares:
+    def __init__(self, partitions: Callable[[], Iterable[PartitionState]], log_ends: LogEndWatch | None) -> None:
+        self._partitions = partitions
+        self._log_ends = log_ends
+        # Whether some partition wanted room at the last check: the fetcher hands it to each
+        # append, so a buffer crossing its share meanwhile stops fetching at once.
+        self.others_want_room = False
+        self.events_shed = 0
+        self.pauses = 0
+
+    def check(self, spent: bool) -> list[PartitionState]:
+        """Look at the owned partitions; return those whose fetch must pause now (held at
+        their share, or having given back what they borrowed)."""
+        states = list(self._partitions())
+        if not any(map(wants_room, states)):
+            self.others_want_room = False
+            if spent and self._log_ends is not None:
+                self._log_ends.look_up([s for s in states if has_room(s)])
+            return []
+        self.others_want_room = True
+        to_pause: list[PartitionState] = []
+        for state in states:
+            buffer = state.buffer
+            if not buffer.over_share:
+                continue
+            if stalled(state) or (spent and not buffer.excused()):
+                # One that cannot drain would keep its borrowed room however long the others
+                # wait; one that drains gives it back once the budget is spent.
+                dropped = buffer.shed()
+                if dropped:
+                    self.events_shed += dropped
+                    self._log_shed(state, dropped)
+                    to_pause.append(state)
+            elif not buffer.excused() and buffer.hold_at_share():
+                # Held without dropping anything: the budget still has room, and what the
+                # buffer holds beyond its share it processes before it fetches more.
+                to_pause.append(state)
+        self.pauses += len(to_pause)
+        return to_pause
+
+    @staticmethod
+    def _log_shed(state: PartitionState, dropped: int) -> None:
+        buffer = state.buffer
+        # Once per partition at INFO: a partition that keeps borrowing and giving back (a slow
+        # one beside busy ones) would otherwise fill the log.
+        level = logging.INFO if buffer.events_shed == dropped else logging.DEBUG
+        log.log(
+            level,
+            "%s[%d]: gave back %d buffered events to partitions with records waiting (%s); "
+            "offsets from %d are fetched again once it drains",
+            state.topic,
+            state.partition,
+            dropped,
+            "it cannot drain now" if stalled(state) else "it drains slower than they do",
+            buffer.fetch_next,
+        )

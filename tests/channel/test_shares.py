@@ -1,0 +1,97 @@
+"""Who wants room and who gives it back (jetkafka.channel._shares), on real partition states."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from confluent_kafka import Message
+
+from jetkafka.channel._budget import BufferBudget
+from jetkafka.channel._partition import PartitionState
+from jetkafka.channel._shares import BufferShares, has_room, wants_room
+
+TOPIC = "orders"
+
+
+class Lookups:
+    def __init__(self) -> None:
+        self.asked: list[list[int]] = []
+
+    def look_up(self, states: list[PartitionState]) -> None:
+        self.asked.append([s.partition for s in states])
+
+
+def owned(count: int, share: int = 100) -> tuple[list[PartitionState], BufferBudget]:
+    budget = BufferBudget(share, 1 << 30)
+    budget.set_partitions(count)
+    states = []
+    for p in range(count):
+        lease = SimpleNamespace(topic=TOPIC, partition=p, key=(TOPIC, p), committed=None)
+        states.append(PartitionState(lease, 0, share, 1 << 30, budget))  # type: ignore[arg-type]
+    return states, budget
+
+
+def fill(state: PartitionState, start: int, count: int, log_end: int | None = None) -> None:
+    run = [Message(topic=TOPIC, partition=state.partition, offset=o, value=b"x") for o in range(start, start + count)]
+    state.buffer.append(run, log_end)
+
+
+def test_nobody_wants_room_while_quiet_partitions_are_at_their_log_end() -> None:
+    states, budget = owned(3)
+    hog, quiet, _ = states
+    fill(hog, 0, 300, log_end=10_000)
+    fill(quiet, 0, 5, log_end=5)
+    lookups = Lookups()
+    shares = BufferShares(lambda: states, lookups)  # type: ignore[arg-type]
+    assert budget.spent() and not wants_room(quiet) and has_room(quiet)
+    assert shares.check(spent=True) == []
+    assert hog.buffer.buffered == 300  # borrowing is free while nobody else has records waiting
+    assert lookups.asked == [[1, 2]]  # while spent, the broker is asked for the others' log ends
+
+
+def test_a_stuck_partition_gives_back_what_it_borrowed_once_another_has_records_waiting() -> None:
+    states, budget = owned(3)
+    stuck, quiet, _ = states
+    fill(stuck, 0, 300, log_end=10_000)
+    stuck.redeliver = [object()]  # failing under on_error: retry
+    quiet.buffer.note_log_end(7)  # found by the log-end watch
+    shares = BufferShares(lambda: states, Lookups())  # type: ignore[arg-type]
+    # Even while a worker waits downstream: a partition that cannot drain is never excused.
+    with budget.waiting_downstream():
+        fill(stuck, 300, 1, log_end=10_000)
+        assert shares.check(spent=True) == [stuck]
+    assert stuck.buffer.buffered == 100 and not budget.spent() and shares.events_shed == 201
+    assert shares.others_want_room
+
+
+def test_a_slow_partition_is_held_at_its_share_while_others_want_room() -> None:
+    states, budget = owned(4)
+    slow, busy, _, _ = states
+    fill(slow, 0, 150, log_end=10_000)
+    fill(busy, 0, 10, log_end=10_000)
+    shares = BufferShares(lambda: states, Lookups())  # type: ignore[arg-type]
+    assert not budget.spent()
+    assert shares.check(spent=False) == [slow]
+    assert slow.buffer.fetch_paused and slow.buffer.buffered == 150  # held, nothing dropped
+    assert shares.check(spent=False) == []  # once
+
+
+def test_a_draining_partition_is_excused_while_a_worker_waits_downstream() -> None:
+    states, budget = owned(2)
+    busy, hungry = states
+    with budget.waiting_downstream():
+        fill(busy, 0, 200, log_end=10_000)
+    hungry.buffer.note_log_end(50)
+    shares = BufferShares(lambda: states, Lookups())  # type: ignore[arg-type]
+    assert shares.check(spent=True) == []
+    assert busy.buffer.buffered == 200
+
+
+def test_paused_halted_and_failing_partitions_do_not_want_room() -> None:
+    states, _ = owned(3)
+    for state in states:
+        state.buffer.note_log_end(100)
+    states[0].paused = True
+    states[1].halted = "out of range"
+    states[2].redeliver = [object()]
+    assert not any(map(wants_room, states))
