@@ -25,12 +25,12 @@ from typing import Any, cast
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from jetkafka._client_logs import librdkafka_logger
+from jetkafka.channel._broker_metadata import BrokerMetadata
 from jetkafka.channel._budget import BufferBudget
 from jetkafka.channel._fetch_commands import RETRY_S, FetchCommand, FetchCommands, Positions
 from jetkafka.channel._log_ends import LogEndWatch
 from jetkafka.channel._partition import PartitionState
 from jetkafka.channel._shares import CHECK_S, BufferShares
-from jetkafka.errors import ConnectError, TopicNotFound
 from jetkafka.events import Key
 
 log = logging.getLogger(__name__)
@@ -95,19 +95,19 @@ class Fetcher:
         partitions: Callable[[], Iterable[PartitionState]] = tuple,
     ) -> None:
         self._conf = consumer_config(kafka, group)
-        # How long a metadata look-up waits for a broker (channel.kafka_connection_timeout_s).
-        self._connection_timeout_s = connection_timeout_s
-        self._bootstrap = str(self._conf.get("bootstrap.servers", "?"))
         wrap = wrap_consumer or _as_is
         self.consumer = wrap(Consumer(self._conf, logger=librdkafka_logger()), "fetch")
-        self._meta = wrap(Consumer(self._conf, logger=librdkafka_logger()), "metadata")
-        self._meta_lock = threading.Lock()
+        self.metadata = BrokerMetadata(
+            wrap(Consumer(self._conf, logger=librdkafka_logger()), "metadata"),
+            str(self._conf.get("bootstrap.servers", "?")),
+            connection_timeout_s,
+        )
         self._states = states
         self._on_data = on_data
         self._budget = budget
         self._max_poll = max_poll
         self._commands = FetchCommands(states)
-        self._log_ends = LogEndWatch(self.high_watermarks, budget)
+        self._log_ends = LogEndWatch(self.metadata.high_watermarks, budget)
         # Every owned partition, for the share check (``partitions``: the channel's table).
         self.shares = BufferShares(partitions, self._log_ends)
         self._next_share_check = 0.0
@@ -117,72 +117,18 @@ class Fetcher:
         self._thread: threading.Thread | None = None
         self.events_fetched = 0
 
-    # -- metadata (any thread) -------------------------------------------------------------
+    # -- metadata (any thread): the idle consumer's, see BrokerMetadata ---------------------
 
     def partition_counts(
         self, topics: tuple[str, ...], timeout: float | None = None, missing_ok: bool = False
     ) -> dict[str, int]:
-        """Partitions per topic; a missing topic raises :class:`TopicNotFound` unless ``missing_ok``.
-
-        Waits up to ``timeout`` (default: the connection timeout) for a broker, then raises
-        :class:`ConnectError` naming the address, the timeout and its setting.
-        """
-        timeout = self._connection_timeout_s if timeout is None else timeout
-        try:
-            with self._meta_lock:
-                meta = self._meta.list_topics(timeout=timeout)
-        except KafkaException as exc:
-            raise ConnectError(
-                f"cannot reach Kafka at {self._bootstrap} within {timeout:g} s ({exc.args[0].str()}); "
-                "check kafka.bootstrap.servers and that the broker runs (for a local one: jetkafka dev up), "
-                "or raise channel.kafka_connection_timeout_s"
-            ) from None
-        counts = {}
-        for topic in topics:
-            tmeta = meta.topics.get(topic)
-            if tmeta is None or tmeta.error is not None or not tmeta.partitions:
-                if missing_ok:
-                    continue
-                raise TopicNotFound(
-                    f"topic {topic!r} does not exist on {self._bootstrap}; create it, or fix channel.topics"
-                )
-            counts[topic] = len(tmeta.partitions)
-        return counts
+        return self.metadata.partition_counts(topics, timeout, missing_ok)
 
     def watermarks(self, topic: str, partition: int, timeout: float = 10.0) -> tuple[int, int]:
-        try:
-            with self._meta_lock:
-                low, high = self._meta.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
-        except KafkaException as exc:
-            raise ConnectError(f"{topic}[{partition}]: cannot read watermarks from {self._bootstrap}: {exc}") from None
-        return int(low), int(high)
+        return self.metadata.watermarks(topic, partition, timeout)
 
     def log_ends(self, topic: str, partitions: list[int], earliest: bool, timeout: float = 10.0) -> dict[int, int]:
-        """The low (``earliest``) or high watermark of each partition, in one request.
-
-        ListOffsets with the special timestamps -2 / -1; a partition the broker answers with
-        an error is asked again on its own (:meth:`watermarks`).
-        """
-        wanted = [TopicPartition(topic, p, -2 if earliest else -1) for p in partitions]
-        try:
-            with self._meta_lock:
-                found = self._meta.offsets_for_times(wanted, timeout=timeout)
-        except KafkaException:
-            found = []
-        out = {tp.partition: int(tp.offset) for tp in found if tp.error is None and tp.offset >= 0}
-        for p in partitions:
-            if p not in out:
-                low, high = self.watermarks(topic, p, timeout)
-                out[p] = low if earliest else high
-        return out
-
-    def high_watermarks(self, keys: list[Key], timeout: float) -> dict[Key, int]:
-        """The high watermark of each partition, of any topics, in one ListOffsets request;
-        a partition the broker answers with an error is left out."""
-        wanted = [TopicPartition(topic, partition, -1) for topic, partition in keys]
-        with self._meta_lock:
-            found = self._meta.offsets_for_times(wanted, timeout=timeout)
-        return {(tp.topic, tp.partition): int(tp.offset) for tp in found if tp.error is None and tp.offset >= 0}
+        return self.metadata.log_ends(topic, partitions, earliest, timeout)
 
     # -- commands (any thread), each for one lease of a partition ---------------------------
 
@@ -223,8 +169,7 @@ class Fetcher:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self.consumer.close()
-        with self._meta_lock:
-            self._meta.close()
+        self.metadata.close()
 
     def _run(self) -> None:
         consume = self.consumer.consume
