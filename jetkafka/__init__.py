@@ -11,7 +11,7 @@ from typing import Any
 # The composition root: it provides the standard add-ons (reset responder, recovery, metrics)
 # of every channel built without add_ons=, so it is imported before any channel can be built.
 from jetkafka._assembly import build_channel, standard_add_ons
-from jetkafka.channel import DeadLetterError, InboundChannel, OffsetOutOfRange, PartitionSnapshot
+from jetkafka.channel import DeadLetterError, InboundChannel, OffsetOutOfRange, PartitionFailure, PartitionSnapshot
 from jetkafka.config import JetkafkaConfig, load_config, parse_config
 from jetkafka.coordination import ProcessSession
 from jetkafka.coordination._errors import CommitUncertain
@@ -49,6 +49,7 @@ __all__ = [
     "MissingExtra",
     "OffsetMoved",
     "OffsetOutOfRange",
+    "PartitionFailure",
     "PartitionLost",
     "PartitionSnapshot",
     "PartitionSource",

@@ -9,7 +9,10 @@ that puts them together. The standard add-ons of a channel, in start order:
    ``recovery.max_partition_lag`` is set;
 3. the metrics endpoint (:class:`~jetkafka.ops._metrics_add_on.MetricsAddOn`), active at each
    start when ``metrics.port`` is set;
-4. tracing (:class:`~jetkafka._tracing._add_on.TracingAddOn`), active at each start when
+4. the failure reports (:class:`~jetkafka.ops._failure_reports.FailureReportsAddOn`), always:
+   ``jetkafka status`` and the status pages show which partitions of an instance do not move
+   on, and why;
+5. tracing (:class:`~jetkafka._tracing._add_on.TracingAddOn`), active at each start when
    ``tracing.enabled`` is set. Last is early enough: every add-on starts before the channel
    joins its group, so the tracer provider is in place before the first partition is taken, and
    the spans the others make go to it (jetkafka's tracer finds the provider at each span).
@@ -34,6 +37,7 @@ from jetkafka._tracing._add_on import TracingAddOn
 from jetkafka.channel._add_ons import ChannelAddOn, provide_standard_add_ons
 from jetkafka.channel._inbound import InboundChannel
 from jetkafka.config import JetkafkaConfig, load_config, parse_config
+from jetkafka.ops._failure_reports import FailureReportsAddOn
 from jetkafka.ops._metrics_add_on import MetricsAddOn
 from jetkafka.ops._responder import ResponderAddOn
 from jetkafka.processors._base import BatchEventProcessor
@@ -46,7 +50,7 @@ def standard_add_ons(recovery_processor: BatchEventProcessor | None = None) -> l
     ``recovery_processor`` is the processor recovery batches go to when ``recovery.processor``
     names none (see :func:`jetkafka.recovery._service.choose_processor`).
     """
-    return [ResponderAddOn(), RecoveryAddOn(recovery_processor), MetricsAddOn(), TracingAddOn()]
+    return [ResponderAddOn(), RecoveryAddOn(recovery_processor), MetricsAddOn(), FailureReportsAddOn(), TracingAddOn()]
 
 
 def build_channel(

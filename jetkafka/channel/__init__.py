@@ -4,7 +4,7 @@ from jetkafka.channel._add_ons import ChannelAddOn
 from jetkafka.channel._context import ChannelContext
 from jetkafka.channel._errors import DeadLetterError, OffsetOutOfRange
 from jetkafka.channel._inbound import InboundChannel
-from jetkafka.channel._partition import PartitionSnapshot
+from jetkafka.channel._partition import PartitionFailure, PartitionSnapshot
 from jetkafka.channel._running import RunningChannel
 
 __all__ = [
@@ -13,6 +13,7 @@ __all__ = [
     "DeadLetterError",
     "InboundChannel",
     "OffsetOutOfRange",
+    "PartitionFailure",
     "PartitionSnapshot",
     "RunningChannel",
 ]

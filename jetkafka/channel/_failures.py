@@ -12,25 +12,50 @@
   and only then is its offset committed past.
 
 Isolation state lives on the partition (``redeliver``, ``isolating``, ``error_attempts``), which
-only the worker holding the partition touches.
+only the worker holding the partition touches. So does ``failure``
+(:class:`~jetkafka.channel._partition.PartitionFailure`): what operators are shown of a
+partition that does not move on (retrying since when, attempts, the last error, the next
+attempt), set at every failure and cleared once the failed batch is through.
+
+A new ``on_error`` applies at the next attempt (:meth:`FailurePolicy.reconfigure`, on a hot
+deploy's thread): a partition waiting out an error back-off scheduled under the old policy is
+offered to the workers again at once instead of at the back-off's end. The policy keeps the
+partitions it put in a back-off, under its lock, and ends only a back-off it scheduled itself
+(a wait or another delay set since is left as it is).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import threading
 import time
+import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from jetkafka._backoff import backoff_ms
 from jetkafka.channel._dead_letter import DeadLetterSink
 from jetkafka.channel._errors import DeadLetterError
-from jetkafka.channel._partition import PartitionState
+from jetkafka.channel._partition import PartitionFailure, PartitionState
+from jetkafka.events import offset_of
 
 if TYPE_CHECKING:
     from jetkafka.channel._stats import ChannelStats
     from jetkafka.config import ChannelConfig
 
 log = logging.getLogger("jetkafka.channel")
+
+# The last error as operators see it: one line, at most this many characters.
+ERROR_CHARS = 200
+# A dead-letter policy whose sink a hot deploy is still putting in place: try again this soon.
+SINK_PENDING_S = 0.1
+
+
+def describe_error(error: BaseException, limit: int = ERROR_CHARS) -> str:
+    """``Type: message`` on one line, cut at ``limit`` characters (ending with an ellipsis)."""
+    text = " ".join(f"{type(error).__name__}: {error}".split())
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
 class GiveUp:
@@ -41,15 +66,57 @@ class GiveUp:
 
 
 class FailurePolicy:
-    def __init__(self, config: ChannelConfig, stats: ChannelStats, dead_letter: DeadLetterSink | None) -> None:
+    """``channel.on_error`` for the partitions of one channel start. Every method but
+    :meth:`reconfigure` runs on the worker holding the partition's turn; ``offer`` puts a
+    partition before the workers again (the work queue's)."""
+
+    def __init__(
+        self,
+        config: ChannelConfig,
+        stats: ChannelStats,
+        dead_letter: DeadLetterSink | None,
+        offer: Callable[[PartitionState], None] | None = None,
+    ) -> None:
         self.config = config
         self.stats = stats
         self.dead_letter = dead_letter
+        self._offer = offer
+        self._lock = threading.Lock()
+        # Partitions waiting out an error back-off, with its end (their ``not_before`` then).
+        self._backing_off: weakref.WeakKeyDictionary[PartitionState, float] = weakref.WeakKeyDictionary()
+
+    def reconfigure(self, config: ChannelConfig) -> None:
+        """A new channel configuration (hot deploy, in place). When ``on_error`` changed, every
+        partition waiting out an error back-off runs its next attempt at once, under the new
+        policy."""
+        changed = config.on_error != self.config.on_error
+        self.config = config
+        if not changed:
+            return
+        with self._lock:
+            waiting = list(self._backing_off.items())
+            self._backing_off.clear()
+            for state, until in waiting:
+                if state.not_before == until:
+                    state.not_before = 0.0
+        woken = [state for state, _ in waiting if not state.removed]
+        if woken:
+            log.info(
+                "channel.on_error is now %s: %s waiting out an error back-off, tried again at once",
+                config.on_error.mode,
+                ", ".join(f"{s.topic}[{s.partition}] (offset {s.position})" for s in woken[:10])
+                + (f" and {len(woken) - 10} more" if len(woken) > 10 else ""),
+            )
+        for state in woken:
+            if self._offer is not None:
+                self._offer(state)
 
     def next_batch(self, state: PartitionState) -> list[Any] | None:
         """The batch to re-deliver, if any: one record while isolating."""
         if state.redeliver is None:
             return None
+        with self._lock:  # its back-off, if any, is over: this is the next attempt
+            self._backing_off.pop(state, None)
         return state.redeliver[:1] if state.isolating else state.redeliver
 
     def succeeded(self, state: PartitionState, batch: list[Any]) -> None:
@@ -58,6 +125,10 @@ class FailurePolicy:
             state.redeliver = rest or None
             state.isolating = state.isolating and bool(rest)
         state.error_attempts = 0
+        if state.redeliver is None:
+            state.failure = None
+        elif state.failure is not None:  # isolating: the records after this one come at once
+            state.failure = dataclasses.replace(state.failure, attempts=0, next_attempt=None)
 
     def failed(self, state: PartitionState, batch: list[Any], error: BaseException) -> GiveUp | None:
         """Decide after a failure with no response from ``on_exception``.
@@ -80,12 +151,20 @@ class FailurePolicy:
                 )
                 state.isolating = True
                 state.error_attempts = 0
+                self._note(state, batch, error, None)
                 return None
-            given_up = self._give_up(state, batch[0], error)
-            if given_up is not None:
-                return given_up
+            if policy.mode == "dead-letter" and self.dead_letter is None:
+                # A hot deploy switched to dead-letter and is opening its producer right now.
+                self._note(state, batch, error, SINK_PENDING_S)
+                self._back_off(state, SINK_PENDING_S)
+                return None
+            outcome = self._give_up(state, batch[0], error)
+            if isinstance(outcome, GiveUp):
+                return outcome
+            error = outcome  # the dead-letter topic refused it: that is what holds it now
         wait_ms = backoff_ms(state.error_attempts, self.config.error_backoff_ms, self.config.error_backoff_max_ms)
-        state.not_before = time.monotonic() + wait_ms / 1000
+        self._note(state, batch, error, wait_ms / 1000)
+        self._back_off(state, wait_ms / 1000)
         log.warning(
             "%s[%d]: re-delivering offsets %d..%d in %d ms",
             state.topic,
@@ -96,7 +175,27 @@ class FailurePolicy:
         )
         return None
 
-    def _give_up(self, state: PartitionState, record: Any, error: BaseException) -> GiveUp | None:
+    def _back_off(self, state: PartitionState, seconds: float) -> None:
+        with self._lock:
+            state.not_before = time.monotonic() + seconds
+            self._backing_off[state] = state.not_before
+
+    def _note(self, state: PartitionState, batch: list[Any], error: BaseException, wait_s: float | None) -> None:
+        """What operators are shown of the partition after this failure."""
+        now = time.time()
+        previous = state.failure
+        state.failure = PartitionFailure(
+            state="isolating" if state.isolating else "retrying",
+            since=previous.since if previous is not None else now,
+            attempts=state.error_attempts,
+            error=describe_error(error),
+            offsets=(offset_of(batch[0]), offset_of(batch[-1])),
+            next_attempt=None if wait_s is None else now + wait_s,
+        )
+
+    def _give_up(self, state: PartitionState, record: Any, error: BaseException) -> GiveUp | DeadLetterError:
+        """Skip or dead-letter the record; the error of a dead-letter send that failed (the
+        record is kept and retried like a failing batch)."""
         offset = record.offset()
         if self.config.on_error.mode == "dead-letter":
             assert self.dead_letter is not None
@@ -105,7 +204,7 @@ class FailurePolicy:
             except DeadLetterError as exc:
                 log.error("%s[%d]: offset %d: %s; will retry", state.topic, state.partition, offset, exc)
                 self.stats.error(state.key, "dead_letter_failed")
-                return None
+                return exc
             self.stats.error(state.key, "dead_lettered")
             log.error(
                 "%s[%d]: offset %d sent to dead-letter topic %s after %d attempts: %s: %s",
@@ -132,4 +231,8 @@ class FailurePolicy:
         state.redeliver = rest or None
         state.isolating = bool(rest)
         state.error_attempts = 0
+        if rest and state.failure is not None:  # the records after it come at once
+            state.failure = dataclasses.replace(state.failure, attempts=0, next_attempt=None)
+        elif not rest:
+            state.failure = None
         return GiveUp(offset)

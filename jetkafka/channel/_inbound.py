@@ -204,7 +204,7 @@ class InboundChannel:
                 self.stats,
                 self._leases.remove,
                 self.may_act,
-                FailurePolicy(cfg, self.stats, self._dead_letter_sink()),
+                FailurePolicy(cfg, self.stats, self._dead_letter_sink(), self._queue.offer),
                 self._committer,
             )
             self.processor.on_start(ChannelContext(self, self._controller.client, self._membership.paths))

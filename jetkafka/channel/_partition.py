@@ -33,6 +33,19 @@ class Turn(enum.Enum):
 
 
 @dataclass(frozen=True)
+class PartitionFailure:
+    """Why a held partition does not move on, as operators are shown it (``jetkafka status``,
+    ``/status.json``, ``/readyz``, the ``jetkafka_partition_failing_seconds`` gauge)."""
+
+    state: str  # "retrying", "isolating" (skip / dead-letter, record by record) or "halted"
+    since: float  # epoch seconds: the first failure of this run of failures, or the halt
+    attempts: int  # failed attempts of the batch or record tried now
+    error: str  # the last error, "Type: message", shortened to one line
+    offsets: tuple[int, int] | None  # first and last offset of what failed
+    next_attempt: float | None  # epoch seconds; None: at once, or (halted) once an operator moves it
+
+
+@dataclass(frozen=True)
 class PartitionSnapshot:
     """A leased partition at one moment, as :meth:`InboundChannel.partitions` reports it."""
 
@@ -45,6 +58,7 @@ class PartitionSnapshot:
     halted: str | None  # why processing stopped until a reposition (on_out_of_range: fail)
     # Kafka timestamp (ms) of the next buffered event; None: nothing buffered, or no timestamp.
     next_timestamp_ms: int | None = None
+    failure: PartitionFailure | None = None  # None: it moves on (or waits for records)
 
 
 class PartitionState:
@@ -55,8 +69,9 @@ class PartitionState:
     * ``buffer`` (:class:`PartitionBuffer`): the fetched events and the fetch-side flags,
       under the buffer's own lock (fetcher appends, the worker holding the turn takes).
     * The processing position (``position``, ``redeliver``, ``isolating``, ``error_attempts``,
-      ``halted``, ``last_activity``, ``idle_fired``): only the worker holding the turn (the
-      queue guarantees there is at most one), no lock.
+      ``failure``, ``halted`` with ``halted_since``, ``last_activity``, ``idle_fired``): only the
+      worker holding the turn (the queue guarantees there is at most one), no lock; other
+      threads read ``failure`` (an immutable value) through :meth:`snapshot`.
     * The commit state (``commit_pending``, ``advanced``; the landed offset is the lease's
       ``committed``): only the :class:`~jetkafka.channel._committer.PartitionCommitter`,
       whose docstring says on which threads and under which locks (the worker holding the
@@ -64,7 +79,9 @@ class PartitionState:
       pipeline's lock; a processor's thread after its own commit outside the turns).
     * The turn (``turn``, ``timer_at``): only the :class:`PartitionQueue`, under its lock.
       ``not_before`` and ``stalled_until`` (when the next turn may come) are set by the worker
-      holding the turn, and ``not_before`` also by the pipeline's answer callback.
+      holding the turn, and ``not_before`` also by the pipeline's answer callback and by the
+      :class:`~jetkafka.channel._failures.FailurePolicy` when ``on_error`` changes (it ends
+      the error back-off it scheduled, under its lock).
     * Requests from other threads, read by the next turn: ``paused`` (only
       :class:`ChannelControls`), ``moves`` (filed by controls, consumed by the turn),
       ``release_reason`` (:class:`PartitionLeases`, controller thread), ``lost_reason``
@@ -87,7 +104,9 @@ class PartitionState:
         self.redeliver: list[Message] | None = None
         self.isolating = False  # re-delivering ``redeliver`` one record at a time
         self.error_attempts = 0
-        self.halted: str | None = None  # why processing stopped until an operator repositions
+        self.failure: PartitionFailure | None = None  # set by the failure policy
+        self._halted: str | None = None
+        self.halted_since: float | None = None  # epoch seconds
         self.last_activity = time.monotonic()
         self.idle_fired = False
 
@@ -107,6 +126,17 @@ class PartitionState:
         self.moves: deque[Move] = deque()
         self.release_reason: str | None = None
         self.lost_reason: str | None = None
+
+    @property
+    def halted(self) -> str | None:
+        """Why processing stopped until an operator repositions (``on_out_of_range: fail``)."""
+        return self._halted
+
+    @halted.setter
+    def halted(self, reason: str | None) -> None:
+        if reason is None or self._halted is None:
+            self.halted_since = None if reason is None else time.time()
+        self._halted = reason
 
     @property
     def removed(self) -> bool:
@@ -140,6 +170,7 @@ class PartitionState:
         self.redeliver = None
         self.isolating = False
         self.error_attempts = 0
+        self.failure = None
         self.halted = None
 
     @property
@@ -163,7 +194,14 @@ class PartitionState:
             self.paused,
             self.halted,
             self.buffer.next_timestamp_ms(),
+            self._failure_now(),
         )
+
+    def _failure_now(self) -> PartitionFailure | None:
+        halted, since = self._halted, self.halted_since
+        if halted is not None:
+            return PartitionFailure("halted", since if since is not None else time.time(), 0, halted, None, None)
+        return self.failure
 
     def has_buffered(self) -> bool:
         return self.buffer.buffered > 0 or self.redeliver is not None

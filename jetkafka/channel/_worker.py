@@ -108,9 +108,12 @@ class BatchRunner:
 
     @config.setter
     def config(self, config: ChannelConfig) -> None:
-        """A new channel configuration (hot deploy, in place): the next turn runs on it."""
+        """A new channel configuration (hot deploy, in place): the next turn runs on it, and a
+        changed ``on_error`` the next attempt of a partition waiting out an error back-off,
+        which comes at once (:meth:`FailurePolicy.reconfigure`)."""
         self.responses.config = config
         self.committer.config = config
+        self.failures.reconfigure(config)
 
     # -- one turn --------------------------------------------------------------------------
 

@@ -24,6 +24,15 @@ A member that has not started its first rebalance, or whose registration is miss
 ready. While another member still holds a partition due to this one, this one is not ready:
 the group is still moving.
 
+A held partition that does not move on (its batch keeps failing under ``channel.on_error``,
+or it is halted by ``on_out_of_range: fail``) changes neither verdict: it is listed under the
+channel's ``failing`` and named in the ``reason``, and the channel stays live and ready. A
+restart would not help (the record fails the same way after it) and would hand the partition,
+poison and all, to another instance; not ready would stall every rolling update (the new pod
+that takes the partition never becomes ready) and a node's drain. Such a partition is for the
+``jetkafka_partition_failing_seconds`` gauge and its alert, ``jetkafka status`` and the status
+page, not for the probes.
+
 Threads: called on the HTTP server's request threads; every read goes to the channel through
 :class:`~jetkafka.channel._running.RunningChannel` or to ZooKeeper and the brokers, never to
 the channel's internals. Failure modes: a ZooKeeper or broker read that fails makes the
@@ -150,9 +159,50 @@ def channel_readiness(channel: RunningChannel, counts: PartitionCounts) -> tuple
     except Exception as exc:  # noqa: BLE001 - any failed read means "not known to be ready", said in the reason
         return False, {**entry, "ready": False, "reason": f"cannot read the group: {exc}"}
     entry["topics"] = shares
+    failing = not_moving_on(channel)
+    entry["failing"] = failing
     if unsettled:
-        return False, {**entry, "ready": False, "reason": "does not hold its share yet (" + "; ".join(unsettled) + ")"}
-    return True, {**entry, "ready": True, "paused": False, "reason": "holds its share"}
+        reason = "does not hold its share yet (" + "; ".join(unsettled) + ")"
+        return False, {**entry, "ready": False, "reason": reason + describe_failing(failing)}
+    return True, {**entry, "ready": True, "paused": False, "reason": "holds its share" + describe_failing(failing)}
+
+
+# Partitions named in a reason; the list under "failing" has them all.
+NAMED_IN_REASON = 3
+
+
+def not_moving_on(channel: RunningChannel) -> list[dict[str, Any]]:
+    """The channel's held partitions that do not move on, longest first (``failing`` of /readyz)."""
+    failing = sorted(
+        ((p.topic, p.partition, p.failure) for p in channel.partitions() if p.failure is not None),
+        key=lambda tpf: tpf[2].since,
+    )
+    return [
+        {
+            "topic": topic,
+            "partition": partition,
+            "state": f.state,
+            "since": f.since,
+            "attempts": f.attempts,
+            "error": f.error,
+            "next_attempt": f.next_attempt,
+        }
+        for topic, partition, f in failing
+    ]
+
+
+def describe_failing(failing: Sequence[Mapping[str, Any]], now: float | None = None) -> str:
+    """``"; 1 partition not moving on: t[0] retrying for 42 s (ValueError: ...)"``, or nothing."""
+    if not failing:
+        return ""
+    now = time.time() if now is None else now
+    named = [
+        f"{f['topic']}[{f['partition']}] {f['state']} for {max(0, int(now - f['since']))} s ({f['error']})"
+        for f in failing[:NAMED_IN_REASON]
+    ]
+    more = f", and {len(failing) - NAMED_IN_REASON} more" if len(failing) > NAMED_IN_REASON else ""
+    count = f"{len(failing)} partition{'s' if len(failing) > 1 else ''}"
+    return f"; {count} not moving on: {', '.join(named)}{more}"
 
 
 def readiness(channels: Sequence[RunningChannel], counts: Callable[[RunningChannel], PartitionCounts]) -> Verdict:
@@ -168,7 +218,13 @@ def readiness(channels: Sequence[RunningChannel], counts: Callable[[RunningChann
         entries.append(entry)
     if ready:
         paused = all(e.get("paused") for e in entries)
-        reason = "paused" if paused else "holds its share" if len(entries) == 1 else "every channel is ready"
+        if paused:
+            reason = "paused"
+        elif len(entries) == 1:
+            reason = entries[0]["reason"]
+        else:
+            failing = sum(len(e.get("failing", ())) for e in entries)
+            reason = "every channel is ready" + (f"; {failing} partition(s) not moving on (see channels)" if failing else "")
         return Verdict(True, {"status": "ready", "reason": reason, "channels": entries})
     reasons = [f"{e['group']}/{e['consumer']}: {e['reason']}" for e in entries if not e["ready"]]
     return Verdict(False, {"status": "not ready", "reason": "; ".join(reasons), "channels": entries})

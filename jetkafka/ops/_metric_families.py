@@ -129,6 +129,15 @@ FAMILIES: dict[str, tuple[FamilyClass, str, str, tuple[str, ...]]] = {
         ),
         _P,
     ),
+    "failing_seconds": (
+        GaugeMetricFamily,
+        "jetkafka_partition_failing_seconds",
+        (
+            "Seconds since the partition stopped moving on: its batch keeps failing (channel.on_error: retried, "
+            "or isolated record by record) or it is halted (on_out_of_range: fail); 0 while it moves on."
+        ),
+        _P,
+    ),
     "owned": (GaugeMetricFamily, "jetkafka_owned_partitions", "Partitions the channel holds.", _I),
     "paused_partitions": (
         GaugeMetricFamily,

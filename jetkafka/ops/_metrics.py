@@ -69,6 +69,7 @@ class PartitionView:
     watermarks: tuple[int, int] | None
     halted: bool = False  # stopped by channel.on_out_of_range: fail until repositioned
     lag_seconds: float | None = None  # see jetkafka.ops._lag_time; None: not known yet
+    failing_since: float | None = None  # epoch seconds; None: it moves on (PartitionSnapshot.failure)
 
 
 @dataclass(frozen=True)
@@ -214,7 +215,6 @@ class ChannelMetrics:
     def view(self) -> ChannelView:
         channel = self.channel
         snapshots = channel.partitions()
-        states = [((p.topic, p.partition), p.committed, p.paused, p.halted is not None) for p in snapshots]
         with self._lock:
             watermarks = dict(self._watermarks)
             updated = self._updated
@@ -233,9 +233,16 @@ class ChannelMetrics:
             zookeeper_state=zk_state,
             partitions=[
                 PartitionView(
-                    key, committed, paused, figures.get(key, empty), watermarks.get(key), halted, lag_seconds[key]
+                    (p.topic, p.partition),
+                    p.committed,
+                    p.paused,
+                    figures.get((p.topic, p.partition), empty),
+                    watermarks.get((p.topic, p.partition)),
+                    p.halted is not None,
+                    lag_seconds[(p.topic, p.partition)],
+                    None if p.failure is None else p.failure.since,
                 )
-                for key, committed, paused, halted in sorted(states)
+                for p in sorted(snapshots, key=lambda p: (p.topic, p.partition))
             ],
             rebalances=rebalances,
             commits=int(summary["commits"]),
@@ -280,6 +287,7 @@ def _add(
     """Add one channel's samples; partitions (and the group-wide figures of a topic) already in
     ``seen`` (``seen_topics``) are left to their first reporter."""
     instance = [view.group, view.consumer]
+    now = time.time()
     for p in view.partitions:
         topic, partition = p.key
         if (view.group, topic, partition) in seen:
@@ -303,6 +311,8 @@ def _add(
                 f["lag"].add_metric(labels, max(0, high - p.committed))
         if p.lag_seconds is not None:
             f["lag_seconds"].add_metric(labels, p.lag_seconds)
+        failing = 0.0 if p.failing_since is None else max(0.0, now - p.failing_since)
+        f["failing_seconds"].add_metric(labels, failing)
         # Recovery series exist for partitions that had anything to do with recovery here.
         if p.figures.recovery_remaining is not None or p.figures.recovered or p.figures.recovery_lost:
             f["recovered"].add_metric(labels, p.figures.recovered)

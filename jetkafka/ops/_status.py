@@ -2,7 +2,9 @@
 
 Runs anywhere ZooKeeper and Kafka can be reached; no channel needs to run. It reads, and never
 writes: the live instances (``ids``), each partition's owner (``owners``) and committed offset
-(``offsets``) from ZooKeeper, and each partition's watermarks from the brokers.
+(``offsets``) and what its owner reports when it does not move on (``failures``,
+:mod:`jetkafka.ops._failure_reports`) from ZooKeeper, and each partition's watermarks from the
+brokers.
 
 Guarantees and limits: every value is read once, in the order instances, owners, offsets,
 watermarks, without a snapshot across them; on a busy group an offset may have moved between
@@ -34,6 +36,7 @@ from jetkafka.coordination._paths import GroupPaths
 from jetkafka.coordination._registry import ConsumerInfo, ConsumerRegistry
 from jetkafka.coordination._session import zookeeper_session
 from jetkafka.errors import ConnectError, TopicNotFound
+from jetkafka.ops._failure_reports import FailureReport, owned_failure, read_failures, render_failures
 from jetkafka.ops._micro_batch_reports import MicroBatchReport, read_reports, render_reports
 from jetkafka.ops._tables import format_table
 
@@ -154,6 +157,15 @@ class PartitionStatus:
     low: int
     high: int
     lag: int | None
+    # Why the partition does not move on, as its owner reported it; None: it moves on, or is free.
+    failure: FailureReport | None = None
+
+    @property
+    def state(self) -> str:
+        """``ok``, or the failure's state (``retrying``, ``isolating``, ``halted``); ``-`` when free."""
+        if self.failure is not None:
+            return self.failure.state
+        return "-" if self.owner is None else "ok"
 
 
 @dataclass(frozen=True)
@@ -201,11 +213,13 @@ def _iso(epoch: float) -> str:
 def read_partitions(
     client: KazooClient, broker: BrokerView, group: str, topics: Sequence[str]
 ) -> list[PartitionStatus]:
-    """Owner, committed offset, watermarks and lag of every partition of ``topics``."""
+    """Owner, committed offset, watermarks, lag and the owner's failure report of every
+    partition of ``topics``."""
     paths = GroupPaths(group)
     counts = broker.partition_counts(topics)
     ownership = PartitionOwnership(client, paths, "")
     store = OffsetStore(client, paths)
+    failures = read_failures(client, paths)
     out = []
     for topic in topics:
         owners = ownership.owners(topic)
@@ -222,6 +236,7 @@ def read_partitions(
                     low=low,
                     high=high,
                     lag=None if offset is None else high - offset,
+                    failure=owned_failure(failures, owners.get(p), (topic, p)),
                 )
             )
     return out
@@ -297,12 +312,15 @@ def _age(started: float, now: float) -> str:
     return f"{seconds}s"
 
 
-def render_partitions(partitions: Sequence[PartitionStatus]) -> list[str]:
-    return format_table(
-        ("TOPIC", "PARTITION", "OWNER", "COMMITTED", "LOW", "HIGH", "LAG"),
-        ((p.topic, p.partition, p.owner, p.committed, p.low, p.high, p.lag) for p in partitions),
+def render_partitions(partitions: Sequence[PartitionStatus], now: float | None = None) -> list[str]:
+    """The partition table, then the partitions that do not move on with their details."""
+    lines = format_table(
+        ("TOPIC", "PARTITION", "OWNER", "COMMITTED", "LOW", "HIGH", "LAG", "STATE"),
+        ((p.topic, p.partition, p.owner, p.committed, p.low, p.high, p.lag, p.state) for p in partitions),
         right={1, 3, 4, 5, 6},
     )
+    failing = [(p.topic, p.partition, p.failure) for p in partitions if p.failure is not None]
+    return lines + render_failures(failing, time.time() if now is None else now)
 
 
 def describe_lag(status: GroupStatus) -> str:
@@ -347,7 +365,7 @@ def render_status(status: GroupStatus, now: float | None = None) -> str:
     else:
         lines.append("no live instances")
     lines.append("")
-    lines += render_partitions(status.partitions)
+    lines += render_partitions(status.partitions, now)
     if status.micro_batches:
         lines += ["", *render_reports(status.micro_batches, now)]
     return "\n".join(lines)

@@ -4,8 +4,9 @@ Two views build the same shape (one entry per group under ``groups``):
 
 - :class:`InstanceView`, served on a channel's metrics port: the groups of the channels
   attached to the endpoint, read through each channel's own ZooKeeper client, plus what only
-  the process knows: each held partition's pause state and recovery backlog, and the
-  rebalances and refused commits it counted over the last hour.
+  the process knows: each held partition's pause state, recovery backlog and failure as it is
+  now (the other partitions' failures are their owners' reports), and the rebalances and
+  refused commits it counted over the last hour.
 - :class:`GroupView`, served by ``jetkafka ui``: the group of a configuration, read through a
   ZooKeeper session of its own, without a channel. It shows pause markers (whole group or
   instance) and the recovery ranges in ZooKeeper; rebalances and refused commits are counted
@@ -39,6 +40,7 @@ from jetkafka.coordination._pause_markers import PauseMarkers
 from jetkafka.coordination._registry import ConsumerRegistry
 from jetkafka.events import Key
 from jetkafka.ops._committed_lag import CommittedRecordLag
+from jetkafka.ops._failure_reports import FailureReport
 from jetkafka.ops._status import BrokerView, assemble_status, read_partitions
 
 if TYPE_CHECKING:
@@ -277,6 +279,8 @@ class InstanceView:
                     part["paused"] = mine[key].paused
                     part["buffered"] = mine[key].buffered
                     part["lag_seconds"] = lag_seconds.get(key)
+                    failure = mine[key].failure
+                    part["failure"] = None if failure is None else FailureReport.of(failure, now).to_dict()
                 if key in left and left[key].recovery_remaining is not None:
                     part["recovery_remaining"] = left[key].recovery_remaining
             group["recent"]["rebalances"] += sum(channel.stats.rebalance_counts().values())

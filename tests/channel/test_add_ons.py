@@ -11,6 +11,7 @@ import yaml
 from jetkafka import BatchEventProcessor, BatchResponse, EventBatch, InboundChannel, PartitionSource, parse_config
 from jetkafka._tracing._add_on import TracingAddOn
 from jetkafka.channel._add_ons import AddOns, ChannelAddOn
+from jetkafka.ops._failure_reports import FailureReportsAddOn
 from jetkafka.ops._metrics_add_on import MetricsAddOn
 from jetkafka.ops._responder import ResponderAddOn
 from jetkafka.recovery._service import RecoveryAddOn
@@ -20,7 +21,7 @@ DATA = {
     "kafka": {"bootstrap.servers": "127.0.0.1:1"},
     "channel": {"group": "g", "topics": ["t"]},
 }
-STANDARD = [ResponderAddOn, RecoveryAddOn, MetricsAddOn, TracingAddOn]
+STANDARD = [ResponderAddOn, RecoveryAddOn, MetricsAddOn, FailureReportsAddOn, TracingAddOn]
 
 
 class Plain(BatchEventProcessor):

@@ -9,11 +9,14 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from jetkafka import BatchResponse, EventBatch, OffsetOutOfRange, PartitionSource
+from jetkafka.channel._dead_letter import DeadLetterSink
+from jetkafka.config import parse_config
 from jetkafka.coordination._offsets import OffsetStore
 from jetkafka.coordination._paths import GroupPaths
 from jetkafka.ops._metrics import ChannelMetrics
 from tests.support.channels import (
     RecordingProcessor,
+    channel_config,
     committed_offsets,
     make_channel,
     values,
@@ -187,9 +190,14 @@ def test_out_of_range_fail_halts_until_repositioned(zk, zk_connect, kafka_config
         assert channel.owned_partitions() == [(topic, 0)]
         halted = lambda: sum(p.halted for p in ChannelMetrics(channel).view().partitions)  # noqa: E731
         assert halted() == 1  # what jetkafka_halted_partitions reports: the alert
+        failure = channel.partitions()[0].failure  # what status, the page and /readyz show
+        assert failure is not None and failure.state == "halted" and failure.next_attempt is None
+        assert "offset 10 is out of range" in failure.error, failure.error
+        assert time.time() - 30 < failure.since <= time.time()
         channel.reposition(topic, 0, 50)
         wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 100})
         assert halted() == 0
+        assert channel.partitions()[0].failure is None
     assert sorted(proc.ids()) == list(range(50, 100))
 
 
@@ -228,3 +236,123 @@ def test_out_of_range_past_the_end_never_commits_over_what_was_not_committed(
     assert offsets == list(range(10)) + list(range(100)), offsets[:20]
     assert proc.calls_named("reposition") == [("reposition", (topic, 0), (500, 0, "out_of_range"))]
     assert lost == {"retention": 0, "skipped": 0, "truncated": 0}  # nothing processed was gone
+
+
+# -- what operators are shown of a partition that does not move on ------------------------------
+
+
+def test_a_retried_batch_shows_since_when_how_often_why_and_when_next(
+    zk, zk_connect, kafka_config, topic_factory, produce
+) -> None:
+    topic = topic_factory(partitions=1)
+    produce(topic, records_with_poison(100, 57))
+    proc = PoisonAware()
+    started = time.time()
+    with make_channel(
+        zk_connect, kafka_config, topic, proc, batch_max_events=50, error_backoff_ms=50, error_backoff_max_ms=400
+    ) as channel:
+        wait_until(lambda: len(proc.failed_batches) >= 3, what="three failed attempts")
+        (snapshot,) = channel.partitions()
+        failure = snapshot.failure
+        assert failure is not None and failure.state == "retrying"
+        assert failure.attempts >= 3
+        assert failure.error == "ValueError: cannot parse record"
+        assert failure.offsets == (50, 99)
+        assert started <= failure.since <= time.time()
+        assert failure.next_attempt is not None and failure.next_attempt > failure.since
+        first_since = failure.since
+        wait_until(lambda: (channel.partitions()[0].failure or failure).attempts > failure.attempts, what="one more")
+        again = channel.partitions()[0].failure
+        assert again is not None and again.since == first_since  # one run of failures, one start
+        # An operator moves the partition past the poison: it moves on, and nothing shows.
+        channel.reposition(topic, 0, 58)
+        wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 100}, what="the rest committed")
+        assert channel.partitions()[0].failure is None
+
+
+def test_an_isolation_shows_until_the_record_is_given_up_on(zk, zk_connect, kafka_config, topic_factory, produce) -> None:
+    topic = topic_factory(partitions=1)
+    produce(topic, records_with_poison(100, 57))
+    seen: list[str] = []
+
+    class Watching(PoisonAware):
+        def on_next_batch(self, source: PartitionSource, events: EventBatch) -> BatchResponse:
+            (snapshot,) = channel.partitions()
+            if snapshot.failure is not None:
+                seen.append(snapshot.failure.state)
+            return super().on_next_batch(source, events)
+
+    on_error = {"mode": "skip", "max_attempts": 2}
+    channel = make_channel(
+        zk_connect, kafka_config, topic, Watching(), batch_max_events=50, error_backoff_ms=10, on_error=on_error
+    )
+    with channel:
+        wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 100}, what="commit past the poison")
+        assert channel.partitions()[0].failure is None
+    # Retried as a whole once, then record by record until the poison was skipped.
+    assert seen[0] == "retrying" and set(seen[1:]) == {"isolating"}, seen
+
+
+@pytest.mark.parametrize("mode", ["skip", "dead-letter"])
+def test_a_changed_on_error_applies_at_the_next_attempt_not_after_the_back_off(
+    zk, zk_connect, kafka_config, topic_factory, produce, mode: str
+) -> None:
+    """retry -> skip (or dead-letter) by a hot deploy: the partition waiting out a long back-off
+    is tried again at once under the new policy, and the poison record is given up on within a
+    second. With dead-letter, the attempt may come before the hot deploy has opened the
+    dead-letter producer: it waits for it, briefly, instead of failing the turn."""
+    topic = topic_factory(partitions=1)
+    produce(topic, records_with_poison(20, 10))
+    proc = PoisonAware()
+    backoff = {"batch_max_events": 50, "error_backoff_ms": 60_000, "error_backoff_max_ms": 60_000}
+    with make_channel(zk_connect, kafka_config, topic, proc, **backoff) as channel:
+        wait_until(lambda: len(proc.failed_batches) == 1, what="the first failure")
+        failure = channel.partitions()[0].failure
+        assert failure is not None and failure.next_attempt is not None
+        assert failure.next_attempt - time.time() > 50  # a long back-off is scheduled
+        on_error: dict[str, object] = {"mode": mode, "max_attempts": 1}
+        if mode == "dead-letter":
+            on_error["dead_letter_topic"] = topic_factory(partitions=1)
+        data = channel_config(zk_connect, kafka_config, [topic], **backoff, on_error=on_error)
+        changed = time.monotonic()
+        assert channel.reconfigure(parse_config(data)).kind == "in-place"
+        if mode == "skip":
+            skipped = lambda: channel.stats.errors[((topic, 0), "skipped")] == 1  # noqa: E731
+            wait_until(skipped, timeout=10, what="the poison skipped")
+        else:  # the record is tried alone under the new policy; the producer's first send follows
+            wait_until(lambda: (10, 1) in proc.failed_batches, timeout=10, what="the poison tried alone")
+        assert time.monotonic() - changed < 1.0
+        if mode == "dead-letter":
+            dead_lettered = lambda: channel.stats.errors[((topic, 0), "dead_lettered")] == 1  # noqa: E731
+            wait_until(dead_lettered, what="the poison dead-lettered")
+        wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 20}, what="commit past the poison")
+        assert channel.partitions()[0].failure is None
+    assert sorted(proc.ids()) == [i for i in range(20) if i != 10]
+
+
+def test_an_attempt_before_the_new_dead_letter_producer_is_there_waits_for_it(
+    zk, zk_connect, kafka_config, topic_factory, produce, caplog
+) -> None:
+    """The window of a hot deploy to dead-letter between the new policy (which wakes the partition)
+    and its producer (opened next), held open here: the record waits for the producer, its turn
+    does not fail."""
+    topic = topic_factory(partitions=1)
+    produce(topic, records_with_poison(5, 0))
+    proc = PoisonAware()
+    backoff = {"batch_max_events": 1, "error_backoff_ms": 60_000, "error_backoff_max_ms": 60_000}
+    with make_channel(zk_connect, kafka_config, topic, proc, **backoff) as channel:
+        wait_until(lambda: len(proc.failed_batches) == 1, what="the first failure")
+        on_error = {"mode": "dead-letter", "max_attempts": 1, "dead_letter_topic": topic_factory(partitions=1)}
+        new = parse_config(channel_config(zk_connect, kafka_config, [topic], **backoff, on_error=on_error))
+        runner = channel._runner
+        assert runner is not None and runner.failures.dead_letter is None
+        runner.config = new.channel  # what the hot deploy does first; the producer comes after
+        wait_until(lambda: len(proc.failed_batches) >= 3, what="attempts waiting for the producer")
+        failure = channel.partitions()[0].failure
+        assert failure is not None and failure.next_attempt is not None
+        assert failure.next_attempt - time.time() < 1  # a short wait, not the back-off
+        runner.failures.dead_letter = DeadLetterSink(new.kafka, on_error["dead_letter_topic"], "g")
+        wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 5}, what="commit past the poison")
+        assert channel.stats.errors[((topic, 0), "dead_lettered")] == 1
+    assert "turn failed" not in caplog.text
+    assert sorted(proc.ids()) == [1, 2, 3, 4]

@@ -15,7 +15,8 @@ from jetkafka.channel._stats import ChannelStats
 from jetkafka.config import parse_config
 from jetkafka.devstack import ZooKeeperServer
 from jetkafka.devstack._ports import free_port
-from jetkafka.ops._health import PartitionCounts, channel_readiness, liveness, readiness
+from jetkafka.ops._health import PartitionCounts, channel_readiness, describe_failing, liveness, readiness
+from tests.channel.test_failures import PoisonAware, records_with_poison
 from tests.support.channels import RecordingProcessor, channel_config, wait_until
 
 
@@ -209,3 +210,48 @@ def test_lost_zookeeper_makes_an_instance_not_ready_but_keeps_it_live(
     finally:
         channel.shutdown(timeout=30)
         server.stop()
+
+
+# -- a partition that does not move on ----------------------------------------------------------
+
+
+def test_a_poison_record_keeps_the_instance_live_and_ready_and_says_so(
+    zk_connect: str, kafka_config: dict[str, Any], topic_factory: Callable[..., str], produce: Any
+) -> None:
+    """A restart would not help (the record fails the same way after it) and would hand the
+    poison to another instance; not ready would stall rolling updates. Both probes stay 200, and
+    /readyz names the partition and the error."""
+    topic = topic_factory(partitions=2)
+    produce(topic, records_with_poison(30, 5))  # all to partition 0
+    port = free_port()
+    data = channel_config(zk_connect, kafka_config, [topic], error_backoff_ms=200, error_backoff_max_ms=400)
+    data["metrics"] = {"port": port}
+    processor = PoisonAware()
+    with InboundChannel.from_dict(data, processor=processor):
+        wait_until(lambda: len(processor.failed_batches) >= 3, what="partition 0 failing")
+
+        def ready_and_failing() -> bool:
+            status, body = probe(port, "/readyz")
+            return status == 200 and bool(body["channels"][0].get("failing"))
+
+        wait_until(ready_and_failing, 60, "ready, with the failing partition listed")
+        status, body = probe(port, "/readyz")
+        assert status == 200 and body["status"] == "ready"
+        (failing,) = body["channels"][0]["failing"]
+        assert (failing["topic"], failing["partition"], failing["state"]) == (topic, 0, "retrying")
+        assert failing["error"] == "ValueError: cannot parse record" and failing["attempts"] >= 3
+        assert body["reason"].startswith(f"holds its share; 1 partition not moving on: {topic}[0] retrying for ")
+        assert body["reason"].endswith("s (ValueError: cannot parse record)")
+        status, body = probe(port, "/healthz")
+        assert status == 200 and body["reason"] == "all loops are running"
+
+
+def test_the_reason_names_the_first_three_partitions_not_moving_on() -> None:
+    failing = [
+        {"topic": "t", "partition": p, "state": "retrying", "since": 100.0 + p, "error": "E: x"} for p in range(5)
+    ]
+    assert describe_failing(failing, now=160.0) == (
+        "; 5 partitions not moving on: t[0] retrying for 60 s (E: x), t[1] retrying for 59 s (E: x), "
+        "t[2] retrying for 58 s (E: x), and 2 more"
+    )
+    assert describe_failing([]) == ""

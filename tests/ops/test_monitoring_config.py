@@ -247,6 +247,27 @@ ALERT_CASES: list[dict[str, Any]] = [
             },
         ],
     },
+    {
+        "input_series": [
+            # Partition 0 stops moving on at minute 5 (a poison record); partition 1 moves on.
+            {"series": 'jetkafka_partition_failing_seconds{group="g",topic="t",partition="0"}', "values": "0x4 60+60x25"},
+            {"series": 'jetkafka_partition_failing_seconds{group="g",topic="t",partition="1"}', "values": "0x30"},
+        ],
+        "alert_rule_test": [
+            {"eval_time": "9m", "alertname": "JetkafkaPartitionStuck", "exp_alerts": []},  # 5 minutes: not yet
+            {
+                "eval_time": "10m",
+                "alertname": "JetkafkaPartitionStuck",
+                "exp_alerts": [
+                    firing(
+                        "JetkafkaPartitionStuck",
+                        {"group": "g", "topic": "t", "partition": "0", "severity": "critical"},
+                        "t[0] of g has not moved on for 6m 0s",
+                    )
+                ],
+            },
+        ],
+    },
 ]
 
 

@@ -107,6 +107,7 @@ def test_status_json_matches_zookeeper_and_the_broker(
             assert row["committed"] == offsets[p] == 10
             assert (row["low"], row["high"]) == marks[p] == (0, 13)
             assert row["lag"] == 3
+            assert row["failure"] is None
         assert status["lag"] == 9
 
         table = jetkafka("status", "--config", config)
@@ -115,7 +116,8 @@ def test_status_json_matches_zookeeper_and_the_broker(
         for channel in channels:
             assert channel.consumer_id in table.stdout
         header = next(line for line in table.stdout.splitlines() if line.startswith("TOPIC"))
-        assert header.split() == ["TOPIC", "PARTITION", "OWNER", "COMMITTED", "LOW", "HIGH", "LAG"]
+        assert header.split() == ["TOPIC", "PARTITION", "OWNER", "COMMITTED", "LOW", "HIGH", "LAG", "STATE"]
+        assert "not moving on" not in table.stdout  # every partition moves on
 
         shown = jetkafka("offsets", "show", "--config", config, "--json")
         assert shown.returncode == 0, shown.stderr

@@ -152,6 +152,40 @@ def test_names_with_markup_and_quotes_show_as_written(hostile_server: int) -> No
     assert f"paused: {HOSTILE_CONSUMER}" in text
 
 
+def failing_status() -> dict[str, Any]:
+    def partition(p: int, failure: dict[str, Any] | None) -> dict[str, Any]:
+        return {"topic": "t", "partition": p, "owner": "c1", "committed": 300, "low": 0, "high": 310, "lag": 10,
+                "lag_seconds": 5, "failure": failure}  # fmt: skip
+
+    retrying = {"state": "retrying", "since": 880.0, "attempts": 6, "error": "ValueError: <b>bad</b> record",
+                "offsets": [300, 309], "next_attempt": 1018.0, "reported_at": 999.0}  # fmt: skip
+    halted = {"state": "halted", "since": 700.0, "attempts": 0, "error": "t[1]: offset 10 is out of range",
+              "offsets": None, "next_attempt": None, "reported_at": 999.0}  # fmt: skip
+    group = {
+        "group": "g", "topics": ["t"], "instances": [], "partitions": [partition(0, retrying), partition(1, halted),
+        partition(2, None)], "lag": 30, "paused_markers": [], "recovery": [], "notes": {}, "recent": {}, "history": [],
+    }  # fmt: skip
+    return {"view": "group", "generated": 1000.0, "groups": [group]}
+
+
+@needs_chromium
+def test_the_page_shows_the_partitions_that_do_not_move_on() -> None:
+    server = StatusServer("127.0.0.1", 0, {"/": page_route, "/status.json": lambda: json_answer(200, failing_status())})
+    server.start()
+    try:
+        page = Tables(chromium(f"http://127.0.0.1:{server.port}/"))
+    finally:
+        server.stop()
+    assert [r["state"] for r in page.rows("partitions")] == ["retrying", "halted", "ok"]
+    retrying, halted = page.rows("failing")
+    assert (retrying["state"], retrying["attempts"], retrying["offsets"]) == ("retrying", "6", "300..309")
+    assert retrying["since"] == "1970-01-01T00:14:40Z" and retrying["for"] == "2 min"
+    assert retrying["next attempt"] == "in 18 s"
+    assert retrying["last error"] == "ValueError: <b>bad</b> record"  # as text, not markup
+    assert "b" not in page.tags
+    assert (halted["state"], halted["next attempt"], halted["offsets"]) == ("halted", "after a reset", "-")
+
+
 # -- against a running group -------------------------------------------------------------------
 
 
