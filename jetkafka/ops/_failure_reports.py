@@ -228,7 +228,7 @@ class FailureReporter:
         self._session: int | None = None
         self._written_at = 0.0
         self._failing_writes = False
-        self.writes = 0  # node writes and deletes, for the tests of the bound
+        self._looking = threading.Lock()  # one look at a time (the thread's, or a caller's)
 
     def start(self) -> None:
         self._stop.clear()
@@ -240,8 +240,9 @@ class FailureReporter:
         if self._thread is not None:
             self._thread.join(timeout=WRITE_TIMEOUT_S + 1)
             self._thread = None
-        if self._shape is not None:
-            self._delete()
+        with self._looking:
+            if self._shape is not None:
+                self._delete()
 
     def _run(self) -> None:
         while not self._stop.wait(self._poll_s):
@@ -251,11 +252,15 @@ class FailureReporter:
                 log.debug("failure report of %s not updated", self._channel.consumer_id, exc_info=True)
 
     def look(self, now: float | None = None) -> bool:
-        """Write or delete the node if it is due; True when it did."""
+        """Write or delete the node if it is due; True when it did. ``now`` (epoch seconds) is
+        when the look happens, as the report says and the refresh counts."""
+        with self._looking:
+            return self._look(time.time() if now is None else now)
+
+    def _look(self, now: float) -> bool:
         channel = self._channel
         if channel.zookeeper_state() != "CONNECTED":
             return False
-        now = time.time() if now is None else now
         failing = sorted(
             (((p.topic, p.partition), p.failure) for p in channel.partitions() if p.failure is not None),
             key=lambda kf: (kf[1].since, kf[0]),
@@ -299,7 +304,6 @@ class FailureReporter:
         if self._failing_writes:
             log.info("failure report %s written again", self._path)
         self._failing_writes = False
-        self.writes += 1
         return True
 
     def _delete(self) -> bool:
@@ -311,7 +315,6 @@ class FailureReporter:
             log.debug("failure report %s not deleted: %s", self._path, exc)
             return False
         self._shape, self._details, self._session = None, (), None
-        self.writes += 1
         return True
 
 
