@@ -26,6 +26,7 @@ it but the budget's own lock.
 from __future__ import annotations
 
 import threading
+import time
 from bisect import bisect_right
 from collections import deque
 from itertools import accumulate, islice
@@ -63,6 +64,7 @@ class PartitionBuffer:
         # librdkafka fetching paused for the share: the buffer went beyond it while others
         # wanted room, or gave back what it borrowed; fetching resumes at half the share.
         self.fetch_paused = False
+        self.held_since: float | None = None  # when fetching paused for the share (monotonic)
         self.out_of_range = False  # the broker reported the fetch offset out of range
         self.closed = False  # the partition left the channel: nothing is appended any more
         self.events_shed = 0  # events given back to other partitions (fetched again later)
@@ -102,8 +104,13 @@ class PartitionBuffer:
             self._track_share()
             if not hold_to_share or not self._over or self.fetch_paused or self.excused():
                 return False
-            self.fetch_paused = True
+            self._hold()
             return True
+
+    def _hold(self) -> None:
+        """Stop fetching for the share (``lock`` held)."""
+        self.fetch_paused = True
+        self.held_since = time.monotonic()
 
     def _track_share(self) -> None:
         """Tell the budget when the buffer crosses its share, and remember the waits
@@ -134,8 +141,13 @@ class PartitionBuffer:
         with self.lock:
             if self.closed or not self._over or self.fetch_paused:
                 return False
-            self.fetch_paused = True
+            self._hold()
             return True
+
+    def held_for(self) -> float:
+        """Seconds since fetching stopped for the share; 0 while it fetches."""
+        held_since = self.held_since
+        return 0.0 if held_since is None or not self.fetch_paused else time.monotonic() - held_since
 
     def note_log_end(self, log_end: int) -> None:
         """By the log-end watch: the broker's high watermark, looked up while the budget is spent."""
@@ -163,7 +175,8 @@ class PartitionBuffer:
             self.budget.removed(dropped, freed)
             self.fetch_next = offset_of(kept[-1][0][-1]) + 1
             self.seek_pending = True  # what the fetch still delivers from beyond is dropped
-            self.fetch_paused = True
+            if not self.fetch_paused:
+                self._hold()
             self.events_shed += dropped
             self._track_share()
             return dropped
@@ -201,6 +214,7 @@ class PartitionBuffer:
                 self.buffered <= self.buffer_max_events // 2 and self.buffered_bytes <= self.buffer_max_bytes // 2
             ):
                 self.fetch_paused = False
+                self.held_since = None
                 resume = True
             return batch, resume
 
@@ -317,6 +331,7 @@ class PartitionBuffer:
             self.fetch_next = offset
             self.seek_pending = True
             self.fetch_paused = False
+            self.held_since = None
             self.out_of_range = False
 
     def close(self) -> None:

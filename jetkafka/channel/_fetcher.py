@@ -93,6 +93,7 @@ class Fetcher:
         wrap_consumer: ConsumerWrapper | None = None,
         connection_timeout_s: float = 10.0,
         partitions: Callable[[], Iterable[PartitionState]] = tuple,
+        gave_back: Callable[[Key, int], None] | None = None,
     ) -> None:
         self._conf = consumer_config(kafka, group)
         wrap = wrap_consumer or _as_is
@@ -109,7 +110,7 @@ class Fetcher:
         self._commands = FetchCommands(states)
         self._log_ends = LogEndWatch(self.metadata.high_watermarks, budget)
         # Every owned partition, for the share check (``partitions``: the channel's table).
-        self.shares = BufferShares(partitions, self._log_ends)
+        self.shares = BufferShares(partitions, self._log_ends, gave_back)
         self._next_share_check = 0.0
         self._stop = threading.Event()
         self._assigned: set[Key] = set()  # fetcher thread only

@@ -189,6 +189,7 @@ class InboundChannel:
                 wrap_consumer=self._wrap_consumer,
                 connection_timeout_s=cfg.kafka_connection_timeout_s,
                 partitions=self._table.states,
+                gave_back=self.stats.gave_back,
             )
             self._membership = GroupMembership(
                 self._controller, cfg, self._leases, self.consumer_id, on_rebalance=self.stats.rebalanced

@@ -14,10 +14,12 @@ How:
   beyond what it fetched (its log end).
 * While some partition wants room, a buffer beyond its share stops fetching (paused in
   librdkafka, :meth:`~jetkafka.channel._buffer.PartitionBuffer.append`); one that cannot drain
-  gives back what it borrowed at once, and once the budget is spent, so does every buffer
-  beyond its share: its newest events are dropped and fetched again, from the same offset,
-  once half its share is left (:meth:`~jetkafka.channel._buffer.PartitionBuffer.shed`).
-  Nothing is lost: a dropped event was never handed to the processor.
+  gives back what it borrowed at once, and once the budget is spent, so does a draining one
+  still beyond its share :data:`SHED_AFTER_S` after it stopped (one poll may have handed a
+  fast partition a run beyond its share, which it processes sooner than that): its newest
+  events are dropped and fetched again, from the same offset, once half its share is left
+  (:meth:`~jetkafka.channel._buffer.PartitionBuffer.shed`). Nothing is lost: a dropped event
+  was never handed to the processor.
 * While the budget is spent and nobody is known to want room, the fetcher stops polling (the
   read-ahead of librdkafka stays where it is) and the :class:`~jetkafka.channel._log_ends.LogEndWatch`
   asks the broker for the log ends of the partitions that have room: a record produced to a
@@ -40,6 +42,8 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from jetkafka.events import Key
+
 if TYPE_CHECKING:
     from jetkafka.channel._log_ends import LogEndWatch
     from jetkafka.channel._partition import PartitionState
@@ -49,6 +53,10 @@ log = logging.getLogger("jetkafka.channel")
 # How often the owned partitions are looked at while a buffer is beyond its share or the
 # budget is spent.
 CHECK_S = 0.1
+# How long a draining partition held at its share may stay beyond it, once the budget is spent,
+# before it gives back what it borrowed: one poll can hand a partition a run beyond its share,
+# which a fast one processes within this, and a slow one does not.
+SHED_AFTER_S = 0.5
 
 
 def stalled(state: PartitionState) -> bool:
@@ -82,9 +90,15 @@ def wants_room(state: PartitionState) -> bool:
 
 
 class BufferShares:
-    def __init__(self, partitions: Callable[[], Iterable[PartitionState]], log_ends: LogEndWatch | None) -> None:
+    def __init__(
+        self,
+        partitions: Callable[[], Iterable[PartitionState]],
+        log_ends: LogEndWatch | None,
+        gave_back: Callable[[Key, int], None] | None = None,
+    ) -> None:
         self._partitions = partitions
         self._log_ends = log_ends
+        self._gave_back = gave_back  # told of each partition's events given back (the stats)
         # Whether some partition wanted room at the last check: the fetcher hands it to each
         # append, so a buffer crossing its share meanwhile stops fetching at once.
         self.others_want_room = False
@@ -106,20 +120,30 @@ class BufferShares:
             buffer = state.buffer
             if not buffer.over_share:
                 continue
-            if stalled(state) or (spent and not buffer.excused()):
-                # One that cannot drain would keep its borrowed room however long the others
-                # wait; one that drains gives it back once the budget is spent.
-                dropped = buffer.shed()
-                if dropped:
-                    self.events_shed += dropped
-                    self._log_shed(state, dropped)
-                    to_pause.append(state)
-            elif not buffer.excused() and buffer.hold_at_share():
-                # Held without dropping anything: the budget still has room, and what the
-                # buffer holds beyond its share it processes before it fetches more.
+            if stalled(state):
+                # It would keep what it borrowed however long the others wait.
+                self._shed(state, to_pause)
+            elif buffer.excused():
+                continue
+            elif spent and buffer.held_for() >= SHED_AFTER_S:
+                # Held at its share and still beyond it: it drains slower than the others.
+                self._shed(state, to_pause)
+            elif buffer.hold_at_share():
+                # Held without dropping anything: what the buffer holds beyond its share it
+                # processes before it fetches more.
                 to_pause.append(state)
         self.pauses += len(to_pause)
         return to_pause
+
+    def _shed(self, state: PartitionState, to_pause: list[PartitionState]) -> None:
+        dropped = state.buffer.shed()
+        if not dropped:
+            return
+        self.events_shed += dropped
+        if self._gave_back is not None:
+            self._gave_back(state.key, dropped)
+        self._log_shed(state, dropped)
+        to_pause.append(state)
 
     @staticmethod
     def _log_shed(state: PartitionState, dropped: int) -> None:

@@ -73,6 +73,7 @@ class PartitionFigures:
     recovered: int = 0  # events recovered and stored as done (jetkafka.recovery)
     recovery_lost: dict[str, int] = field(default_factory=dict)  # by reason: retention, max_records
     recovery_remaining: int | None = None  # events still to recover; None: no recovery node
+    given_back: int = 0  # buffered events dropped to give other partitions room (fetched again)
 
 
 @dataclass
@@ -86,6 +87,7 @@ class ChannelStats:
     recovered_events: Counter[Key] = field(default_factory=Counter)
     recovery_lost_events: Counter[tuple[Key, str]] = field(default_factory=Counter)
     recovery_left: dict[Key, int] = field(default_factory=dict)
+    given_back: Counter[Key] = field(default_factory=Counter)
     # Channel-wide, kept when the partition goes: every cause and reason present from the start.
     refusals: Counter[str] = field(default_factory=lambda: Counter({c: 0 for c in REFUSAL_CAUSES}))
     lost_events: Counter[str] = field(default_factory=lambda: Counter({r: 0 for r in LOSS_REASONS}))
@@ -146,6 +148,12 @@ class ChannelStats:
         with self._lock:
             self.rebalances[reason] += 1
 
+    def gave_back(self, key: Key, events: int) -> None:
+        """``events`` buffered for the partition were dropped to give other partitions room;
+        they are fetched again (:mod:`jetkafka.channel._shares`)."""
+        with self._lock:
+            self.given_back[key] += events
+
     def recovered(self, key: Key, events: int) -> None:
         """Recovery stored ``events`` more events of the partition as done."""
         with self._lock:
@@ -184,6 +192,7 @@ class ChannelStats:
             self.batch_histograms.pop(key, None)
             self.recovered_events.pop(key, None)
             self.recovery_left.pop(key, None)
+            self.given_back.pop(key, None)
             for counter in (self.batches, self.errors, self.recovery_lost_events):
                 for k in [k for k in counter if k[0] == key]:
                     del counter[k]
@@ -199,6 +208,7 @@ class ChannelStats:
                 recovered=self.recovered_events.get(key, 0),
                 recovery_lost={reason: n for (k, reason), n in self.recovery_lost_events.items() if k == key},
                 recovery_remaining=self.recovery_left.get(key),
+                given_back=self.given_back.get(key, 0),
             )
 
     def partitions(self) -> dict[Key, PartitionFigures]:
@@ -207,6 +217,7 @@ class ChannelStats:
             keys = set(self.events) | set(self.batch_histograms) | {k for k, _ in self.batches}
             keys |= {k for k, _ in self.errors}
             keys |= set(self.recovered_events) | set(self.recovery_left) | {k for k, _ in self.recovery_lost_events}
+            keys |= set(self.given_back)
         return {key: self.partition(key) for key in keys}
 
     def summary_line(self) -> str:

@@ -129,6 +129,24 @@ FAMILIES: dict[str, tuple[FamilyClass, str, str, tuple[str, ...]]] = {
         ),
         _P,
     ),
+    "buffered": (
+        GaugeMetricFamily,
+        "jetkafka_partition_buffered_events",
+        (
+            "Events fetched for the partition and waiting for its processor; at most about its share "
+            "(channel.buffer_max_events) while other partitions want room."
+        ),
+        _P,
+    ),
+    "given_back": (
+        CounterMetricFamily,
+        "jetkafka_partition_events_given_back",
+        (
+            "Fetched events of the partition dropped from its buffer to give other partitions room, to be "
+            "fetched again: it held more than its share while it could not drain, or drained slower than they."
+        ),
+        _P,
+    ),
     "failing_seconds": (
         GaugeMetricFamily,
         "jetkafka_partition_failing_seconds",

@@ -70,6 +70,7 @@ class PartitionView:
     halted: bool = False  # stopped by channel.on_out_of_range: fail until repositioned
     lag_seconds: float | None = None  # see jetkafka.ops._lag_time; None: not known yet
     failing_since: float | None = None  # epoch seconds; None: it moves on (PartitionSnapshot.failure)
+    buffered: int = 0  # events fetched and waiting for the processor
 
 
 @dataclass(frozen=True)
@@ -241,6 +242,7 @@ class ChannelMetrics:
                     p.halted is not None,
                     lag_seconds[(p.topic, p.partition)],
                     None if p.failure is None else p.failure.since,
+                    p.buffered,
                 )
                 for p in sorted(snapshots, key=lambda p: (p.topic, p.partition))
             ],
@@ -295,6 +297,8 @@ def _add(
         seen.add((view.group, topic, partition))
         labels = [view.group, topic, str(partition)]
         f["events"].add_metric(labels, p.figures.events)
+        f["buffered"].add_metric(labels, p.buffered)
+        f["given_back"].add_metric(labels, p.figures.given_back)
         for kind, n in _with_known("batches", "response", p.figures.batches):
             f["batches"].add_metric([*labels, kind], n)
         for kind, n in _with_known("errors", "kind", p.figures.errors):

@@ -20,6 +20,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from jetkafka import BatchResponse, EventBatch, InboundChannel, PartitionSource
+from jetkafka.ops._metrics import ChannelMetrics
 from tests.support.channels import RecordingProcessor, channel_config, committed_offsets, wait_until
 
 SHARE = 200
@@ -100,6 +101,10 @@ def test_a_poison_record_under_retry_holds_back_no_other_partition(zk, zk_connec
         hog_the_budget(channel, proc)
         others_get_their_records(zk, channel, topic, produce)
         assert committed_offsets(zk, "g", topic)[0] <= 100  # still stuck on the poison
+        # What an operator sees: the stuck partition gave back what it borrowed, and holds its share.
+        view = {p.key[1]: p for p in ChannelMetrics(channel).view().partitions}
+        assert view[0].figures.given_back >= SHARE and view[0].buffered == SHARE
+        assert view[1].figures.given_back == view[2].figures.given_back == 0
         assert proc.failures >= 2
         proc.cured.set()  # the record can be processed now (a dependency back, a fixed processor)
         wait_until(lambda: committed_offsets(zk, "g", topic)[0] == BACKLOG, what="partition 0 again")

@@ -8,7 +8,7 @@ from confluent_kafka import Message
 
 from jetkafka.channel._budget import BufferBudget
 from jetkafka.channel._partition import PartitionState
-from jetkafka.channel._shares import BufferShares, has_room, wants_room
+from jetkafka.channel._shares import SHED_AFTER_S, BufferShares, has_room, wants_room
 
 TOPIC = "orders"
 
@@ -95,3 +95,22 @@ def test_paused_halted_and_failing_partitions_do_not_want_room() -> None:
     states[1].halted = "out of range"
     states[2].redeliver = [object()]
     assert not any(map(wants_room, states))
+
+
+def test_a_draining_partition_is_held_first_and_gives_back_only_if_still_beyond_its_share() -> None:
+    # One poll can hand a fast partition a run beyond its share: it processes that at once, and
+    # dropping it would only fetch it again. A slow one is still beyond its share a while later.
+    states, budget = owned(3)
+    busy, hungry, _ = states
+    fill(busy, 0, 250, log_end=10_000)
+    fill(states[2], 0, 250, log_end=10_000)
+    fill(hungry, 0, 100, log_end=10_000)
+    hungry.buffer.take_batch(60, 1 << 30)  # 40 left: below half its share, records waiting
+    shares = BufferShares(lambda: states, Lookups())  # type: ignore[arg-type]
+    fill(busy, 250, 100, log_end=10_000)  # spends the budget
+    assert budget.spent()
+    assert shares.check(spent=True) == [busy, states[2]]  # held, nothing dropped yet
+    assert busy.buffer.buffered == 350 and shares.events_shed == 0
+    busy.buffer.held_since = busy.buffer.held_since - SHED_AFTER_S  # type: ignore[operator]
+    assert shares.check(spent=True) == [busy]
+    assert busy.buffer.buffered == 100 and shares.events_shed == 250
