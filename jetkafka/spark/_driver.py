@@ -11,7 +11,8 @@ One micro-batch at a time, in this order:
    call ``fn(df, batch_id)`` (or ``fn(df, batch_id, fence)``, see :mod:`jetkafka.spark._fence`).
    If ``fn`` (or Spark) raises, nothing is committed and the same batch, same id and ranges,
    runs again after the channel's back-off (``channel.error_backoff_ms`` doubling up to
-   ``error_backoff_max_ms``).
+   ``error_backoff_max_ms``). So it does when the fence refused a slice for the local lease
+   alone (:mod:`jetkafka.spark._fence`), even if ``fn`` returned: the slice may be unwritten.
 3. *done*: commit every slice's end offset and delete its pending node, in one transaction,
    only if nothing else was written under the slice's hold since its record (checked under the
    holds' locks): an offset reset or the out-of-range policy that moved the partition meanwhile
@@ -163,6 +164,14 @@ class MicroBatchDriver:
                     df = to_dataframe(self.spark, batch.table(), self.value_format, self.schema)
                 with _timed(phases, "fn"):
                     fence = self._call_fn(df, batch)
+                if fence.refused_for_lease:
+                    # The fence said no for the lease alone, which came back: the sink may have
+                    # left those slices unwritten, so committing now would lose them.
+                    refused = ", ".join(f"{t}[{p}]" for t, p in sorted(fence.refused_for_lease))
+                    raise StaleWriter(
+                        f"the fence refused {refused} while the local lease was out; fn returned, but the micro-batch "
+                        "is not committed: it runs again"
+                    )
             except StaleWriter as exc:
                 # Not a failure of fn: the fence said this run may not write. What is still held
                 # runs again once the lease is back; what is not is dropped by the prune above.

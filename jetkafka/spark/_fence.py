@@ -13,7 +13,15 @@ ask, right before it makes a slice visible, whether this run still owns it:
 * :meth:`BatchFence.holds` / :meth:`BatchFence.check`: this instance's local lease is running
   (``ChannelContext.lease_valid``: ZooKeeper answered within the session timeout less
   ``zookeeper.lease_margin_s``), and the slice's hold is still the partition's current one and
-  it was not repositioned since.
+  it was not repositioned since (its offset node was written only by this micro-batch's record).
+
+Two kinds of refusal: a slice whose hold changed or that was repositioned is gone for good (its
+new owner replays it, or the reposition voided it); a lease that ran out may come back without
+the session expiring (a hung ZooKeeper server left for another), and the slice is then this
+run's again. A sink must not take the second for the first: :meth:`BatchFence.publishing`
+raises :class:`StaleWriter` for it, and a run whose fence said no for the lease alone is not
+committed: the driver runs the micro-batch again, so no slice is left unwritten while its
+offsets are committed.
 
 A batch function opts in by taking a third parameter, or a keyword parameter named ``fence``;
 ``fn(df, batch_id)`` keeps working unchanged, and a sink it calls on the same thread finds the
@@ -59,6 +67,9 @@ class BatchFence:
         # What the sinks of this run made visible (None: no sink said), for the micro-batch's figures.
         self.output_files: int | None = None
         self.output_bytes: int | None = None
+        # Slices this fence refused while they were still this run's, the local lease being out:
+        # the run may have left them unwritten, so it must not be committed.
+        self.refused_for_lease: set[Key] = set()
 
     def note_output(self, files: int, nbytes: int) -> None:
         """A sink made ``files`` data files of ``nbytes`` bytes visible (added up over sinks)."""
@@ -77,13 +88,22 @@ class BatchFence:
     def holds(self, topic: str, partition: int) -> bool:
         """The lease runs and the slice of (topic, partition) is still this instance's to write.
 
-        False for a partition that is not in the micro-batch.
+        False for a partition that is not in the micro-batch. False while the lease is out even
+        if the slice is still held: a run that got that answer is not committed (the micro-batch
+        runs again once the lease is back), so a sink may skip the slice on it.
         """
-        return self.lease_valid() and self._slice_reason((topic, partition)) is None
+        key = (topic, int(partition))
+        if self._slice_reason(key) is not None:
+            return False
+        if not self.lease_valid():
+            self.refused_for_lease.add(key)
+            return False
+        return True
 
     def check_lease(self) -> None:
         """Raise :class:`StaleWriter` if this instance's local lease ran out."""
         if not self.lease_valid():
+            self.refused_for_lease.update(self._slices)
             raise StaleWriter(
                 f"micro-batch {self.batch_id}: this instance's local lease ran out (no answer from ZooKeeper "
                 "within the session timeout less zookeeper.lease_margin_s); another instance may own its partitions"
@@ -112,20 +132,39 @@ class BatchFence:
             return "is no longer held by this instance (lost or released)"
         if not self._collector.is_current(s) or s.hold.committed != s.start:
             return "was repositioned or given up since its events were gathered"
+        if s.recorded_version is not None and s.hold.offset_version != s.recorded_version:
+            # Its offset node was written since the record: a reset (to the same offset, too)
+            # whose on_reposition has not run yet. The slice's commit will be refused as well.
+            return "was repositioned since its micro-batch was recorded"
         return None
 
     @contextmanager
     def publishing(self, topic: str, partition: int) -> Iterator[bool]:
         """Hold the slice's partition still while its output is made visible: inside, True if
-        this run may publish it. The partition's lease lock is held meanwhile, so no commit
-        under it (a reset's, above all) can land between the check and the publication: a
-        reset either came first, and the slice is refused, or waits until it is out."""
-        s = self._slices.get((topic, partition))
+        this run may publish it, False if the slice is no longer this run's for good (not in
+        the micro-batch, lost, released or repositioned). Raises :class:`StaleWriter` when only
+        the lease is out: that may pass, and the micro-batch must then run again rather than
+        go without the slice. The partition's lease lock is held meanwhile, so no commit under
+        it (a reset's, above all) can land between the check and the publication: a reset
+        either came first, and the slice is refused, or waits until it is out."""
+        key = (topic, int(partition))
+        s = self._slices.get(key)
         if s is None:
             yield False
             return
         with s.hold.settled():
-            yield self.holds(topic, partition)
+            if self._slice_reason(key) is not None:
+                allowed = False
+            else:
+                if not self.lease_valid():
+                    self.refused_for_lease.add(key)
+                    raise StaleWriter(
+                        f"micro-batch {self.batch_id}: {topic}[{partition}] not published: this instance's local "
+                        "lease ran out (no answer from ZooKeeper within the session timeout less "
+                        "zookeeper.lease_margin_s); the micro-batch runs again once ZooKeeper answers"
+                    )
+                allowed = True
+            yield allowed
 
     @contextmanager
     def current(self) -> Iterator[BatchFence]:

@@ -42,7 +42,7 @@ from urllib.parse import unquote
 from jetkafka.spark._compaction import SOURCE_PREFIX
 from jetkafka.spark._compaction_journal import read_records
 from jetkafka.spark._fence import current_fence
-from jetkafka.spark._publish import OBJECT_STORE_SCHEMES, SliceFiles, files_for, scheme_of
+from jetkafka.spark._publish import OBJECT_STORE_SCHEMES, REFUSE_EXISTING, SinkError, SliceFiles, files_for, scheme_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -83,17 +83,21 @@ class StagedWrite:
     def publish(self, fence: BatchFence | None = None) -> Publication:
         """Move each staged slice into place unless one is there already; with ``fence`` (or the
         micro-batch's own, :func:`~jetkafka.spark._fence.current_fence`), only while it holds,
-        each check and publication made with the partition's lease held still. Raises :class:`~jetkafka.spark._fence.StaleWriter` when the fence's lease
-        ran out (slices published before that stay). The staging directory is removed."""
+        each check and publication made with the partition's lease held still. Raises
+        :class:`~jetkafka.spark._fence.StaleWriter` when the fence's lease ran out (slices
+        published before that stay; the micro-batch runs again), and :class:`SinkError`, before
+        publishing anything, when a staged slice is not one of the fence's (rows whose topic or
+        partition is not a slice of the micro-batch). The staging directory is removed."""
         fence = fence if fence is not None else current_fence()
         result = Publication()
         try:
+            if fence is not None:
+                self._check_slices(fence)
             for leaf in self.leaves:
                 key = _slice_of(leaf)
-                if fence is None or key is None or key not in fence.tokens:
+                if fence is None or key is None:
                     self._publish(leaf, result)
                     continue
-                fence.check_lease()
                 with fence.publishing(*key) as allowed:
                     if allowed:
                         self._publish(leaf, result)
@@ -118,6 +122,28 @@ class StagedWrite:
                 ", ".join(result.skipped),
             )
         return result
+
+    def _check_slices(self, fence: BatchFence) -> None:
+        """Refuse a write with a slice the fence does not vouch for: no run of the micro-batch
+        recorded it, so nothing would ever replay, commit or fence it."""
+        ours = fence.tokens
+        foreign: set[str] = set()
+        for leaf in self.leaves:
+            key = _slice_of(leaf)
+            if key is None:
+                foreign.add(f"{leaf} (no topic or partition)")
+            elif key not in ours:
+                foreign.add(f"{key[0]}[{key[1]}]")
+        if not foreign:
+            return
+        named = sorted(foreign)
+        raise SinkError(
+            f"ParquetSink: micro-batch {self.batch_id}: the DataFrame holds rows of {', '.join(named)}, which is not "
+            f"a slice of micro-batch {self.batch_id} (its slices: "
+            f"{', '.join(f'{t}[{p}]' for t, p in sorted(ours)) or 'none'}); nothing was published\n"
+            "  fix: keep each row's topic and partition as the micro-batch's events carry them "
+            "(group by them, never compute or rename them)"
+        )
 
     def _publish(self, leaf: str, result: Publication) -> None:
         target = self.files.join(self.sink.path, leaf)
@@ -231,7 +257,7 @@ class ParquetSink:
         if self.one_file_per_slice:
             # batch_id is the same on every row: the other directory columns decide the leaf.
             out = out.repartition(*(F.col(c) for c in (*self.partition_by, "topic", "partition")))
-        writer = out.write.mode("errorifexists")
+        writer = out.write.mode(REFUSE_EXISTING)
         if self.max_records_per_file is not None:
             writer = writer.option("maxRecordsPerFile", str(self.max_records_per_file))
         for key, value in self.options.items():

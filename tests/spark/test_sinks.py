@@ -6,13 +6,15 @@ it; staging is invisible to readers until a slice is published.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from jetkafka.spark import ParquetSink
-from jetkafka.spark._publish import HadoopFiles
+from jetkafka.spark._publish import REFUSE_EXISTING, HadoopFiles
 from tests.spark.helpers import read_ids
 
 
@@ -134,9 +136,15 @@ def test_publication_counts_its_files_for_the_fence(spark: Any, tmp_path: Path) 
     df = spark.createDataFrame([("t", 0, "a"), ("t", 1, "b")], "topic STRING, partition INT, id STRING")
 
     class Noted:
+        """A fence that vouches for both slices and keeps what the sink notes."""
+
         def __init__(self) -> None:
-            self.tokens: dict[tuple[str, int], int] = {}
+            self.tokens: dict[tuple[str, int], int] = {("t", 0): 1, ("t", 1): 1}
             self.output: tuple[int, int] | None = None
+
+        @contextmanager
+        def publishing(self, topic: str, partition: int) -> Iterator[bool]:
+            yield True
 
         def note_output(self, files: int, nbytes: int) -> None:
             self.output = (files, nbytes)
@@ -177,3 +185,16 @@ def test_max_records_per_file_cuts_a_big_slice(spark: Any, tmp_path: Path) -> No
     assert sorted(r["n"] for r in sink.read(spark).collect()) == list(range(35))
     with pytest.raises(ValueError, match="max_records_per_file"):
         ParquetSink(str(tmp_path / "x"), max_records_per_file=0)
+
+
+def test_the_stage_never_writes_into_a_directory_that_exists(spark: Any, tmp_path: Path) -> None:
+    """The save mode of the stage (and of compaction's): Spark refuses a target that exists, so
+    a staging directory is never written twice (over Spark Connect: tests/spark/test_connect.py)."""
+    from pyspark.errors import AnalysisException
+
+    df = spark.createDataFrame([("t", 0, "a")], "topic STRING, partition INT, id STRING")
+    target = str(tmp_path / "staged")
+    df.write.mode(REFUSE_EXISTING).parquet(target)
+    with pytest.raises(AnalysisException, match="PATH_ALREADY_EXISTS"):
+        df.write.mode(REFUSE_EXISTING).parquet(target)
+    assert [r["id"] for r in spark.read.parquet(target).collect()] == ["a"]
