@@ -109,7 +109,7 @@ def to_dataframe(
     else:
         # Spark makes one task per Arrow chunk: hundreds of worker-sized chunks would cost more
         # in task overhead than the copy that merges them (re-cut at arrow.maxRecordsPerBatch).
-        table = table.combine_chunks()
+        table = _unsliced(table.combine_chunks())
     if value_format == "json":
         parsed = _parsed_by_arrow(spark, table, schema)
         if parsed is not None:
@@ -120,6 +120,24 @@ def to_dataframe(
     elif value_format == "json":
         df = df.withColumn("value", F.from_json(F.col("value").cast("string"), schema))
     return df
+
+
+def _unsliced(table: pa.Table) -> pa.Table:
+    """``table`` with every column starting at offset 0 of its buffers.
+
+    A micro-batch made of one worker batch cut at ``max_events`` is a slice of it, and
+    ``combine_chunks`` leaves a single chunk as it is. Spark Connect's client rebuilds list
+    columns (the headers) from their offsets and validity bitmap, which pyarrow refuses for a
+    slice ("Null bitmap with offsets slice not supported"): every run of that micro-batch would
+    fail. Only the sliced columns are copied.
+    """
+    columns = [
+        pa.chunked_array([pa.concat_arrays(column.chunks)], column.type)
+        if column.num_chunks == 1 and column.chunk(0).offset != 0
+        else column
+        for column in table.columns
+    ]
+    return pa.Table.from_arrays(columns, schema=table.schema)
 
 
 def _parsed_by_arrow(spark: SparkSession, table: pa.Table, schema: Any) -> pa.Table | None:

@@ -77,7 +77,7 @@ from jetkafka.spark._compaction_journal import (
 )
 from jetkafka.spark._compaction_slot import CompactionRefused, CompactionSlot, compaction_slot
 from jetkafka.spark._ledger import MicroBatchLedger
-from jetkafka.spark._publish import SinkError
+from jetkafka.spark._publish import REFUSE_EXISTING, SinkError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -251,7 +251,7 @@ def _stage(
         df = df.withColumn(f"{_COPY}{column}", F.regexp_extract(F.col("_metadata.file_path"), pattern, 1))
     copies = [f"{_COPY}{c}" for c in dirs]
     df = df.repartition(*(F.col(c) for c in copies)).sortWithinPartitions(*copies, "batch_id")
-    writer = df.write.mode("errorifexists")
+    writer = df.write.mode(REFUSE_EXISTING)
     if max_records is not None:
         writer = writer.option("maxRecordsPerFile", str(int(max_records)))
     for key, value in sink.options.items():

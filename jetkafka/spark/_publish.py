@@ -44,6 +44,11 @@ OBJECT_STORE_SCHEMES = frozenset(
     {"s3", "s3a", "s3n", "gs", "abfs", "abfss", "wasb", "wasbs", "oss", "cos", "cosn", "obs", "r2", "oci"}
 )
 
+# The save mode in which Spark refuses to write into a directory that exists, so a staging
+# directory is never written twice: "error" is the name both the classic writer and the Spark
+# Connect client accept (pyspark's Connect client refuses the synonym "errorifexists").
+REFUSE_EXISTING = "error"
+
 
 class SinkError(JetkafkaError):
     """A sink cannot write where it was told to."""
