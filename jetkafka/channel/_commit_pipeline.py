@@ -33,6 +33,12 @@ The delivery guarantee stays at-least-once: after a crash, the events a new owne
 those processed since the last commit that landed, as without pipelining, so at most
 ``commit_interval_ms`` plus one ZooKeeper round trip of processing more.
 
+A commit the processor makes outside the partition's turns (:meth:`ChannelContext.commit`, one
+transaction for several partitions, on any thread) supersedes the advances made before it:
+:meth:`CommitPipeline.supersede` drops the one waiting for its interval and waits for the answer
+to the one in flight, and the committer drops a pending one, so none of them lands after it
+(see :meth:`PartitionCommitter.superseded` for why dropping, not sending first).
+
 Failure modes: a commit refused by the fence marks the partition lost; its worker calls
 ``on_exception`` with :class:`PartitionLost` at the next turn. A commit without an answer
 (ZooKeeper unreachable) becomes the partition's pending commit, which the worker retries
@@ -198,6 +204,19 @@ class CommitPipeline:
             self._drained.pop(state, None)
             if waiting is not None:
                 state.commit_pending = waiting
+
+    def supersede(self, state: PartitionState) -> None:
+        """A write made outside the partition's turns (:meth:`ChannelContext.commit`, on a
+        processor's thread) is about to be sent: no advance made before it may land after it.
+        The advance waiting for its interval is dropped (the new write replaces it, as a newer
+        advance replaces a waiting one) and the answer to the commit in flight awaited (an
+        answer that sends the waiting one or files a pending commit must come first: the
+        committer drops that pending commit after this, :meth:`PartitionCommitter.superseded`)."""
+        with self._answer:
+            self._waiting.pop(state, None)
+            if not self._answer.wait_for(lambda: state not in self._in_flight, Lease.SETTLE_TIMEOUT_S):
+                self._in_flight.discard(state)  # the lease gives up on the answer as well
+            self._waiting.pop(state, None)
 
     def _send(self, state: PartitionState, offset: int) -> None:
         self._store.commit_async(state.lease, offset, lambda error: self._answered(state, offset, error))

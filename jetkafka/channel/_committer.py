@@ -15,7 +15,10 @@ Threads and locks, per field:
 * ``commit_pending``: by the worker holding the partition's turn (every method of
   :class:`PartitionCommitter`), and by its :class:`CommitPipeline` under the pipeline's
   ``_answer`` lock: ``submit`` and ``settle`` on that worker, the answer callback on the
-  ZooKeeper client's thread, which sets it only for a commit that got no answer.
+  ZooKeeper client's thread, which sets it only for a commit that got no answer. A commit
+  outside the turns only clears it (:meth:`PartitionCommitter.superseded`, on a processor's
+  thread), under the committer's ``_retries`` lock, under which the worker also reads it to
+  retry it.
 * ``advanced``: by the worker holding the turn, with no lock (only that worker reads it, through
   ``last_commit``), and by a processor's thread after its own commit outside the turns
   (:meth:`PartitionCommitter.committed_outside_turns`, which only resets it).
@@ -31,13 +34,15 @@ becomes the pending commit.
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from jetkafka.channel._commit_pipeline import CommitPipeline
 from jetkafka.channel._partition import PartitionState
 from jetkafka.coordination._errors import CommitUncertain
+from jetkafka.coordination._ownership import Lease
 from jetkafka.errors import CommitFenced, OffsetMoved
 from jetkafka.events import Key
 
@@ -60,9 +65,9 @@ class PartitionCommitter:
     starts with ``channel.pipelined_commits`` on and closes at the end of the start; the
     pipeline reports a landed commit to ``on_committed`` and offers a partition whose commit
     failed to the work queue (``offer``). Every method runs on the worker holding the
-    partition's turn, except :meth:`committed_outside_turns` (a processor's thread) and
-    :meth:`set_interval` / :meth:`close` (the channel's hot deploy and teardown). Which lock
-    each field is written under is said in the module's docstring.
+    partition's turn, except :meth:`superseded` and :meth:`committed_outside_turns` (a
+    processor's thread) and :meth:`set_interval` / :meth:`close` (the channel's hot deploy and
+    teardown). Which lock each field is written under is said in the module's docstring.
     """
 
     def __init__(
@@ -85,6 +90,9 @@ class PartitionCommitter:
             if config.pipelined_commits
             else None
         )
+        # Partitions whose pending commit a worker is retrying now (see superseded).
+        self._retries = threading.Condition()
+        self._retrying: set[PartitionState] = set()
 
     def set_interval(self, interval_s: float) -> None:
         """A new ``commit_interval_ms`` (hot deploy): see :meth:`CommitPipeline.set_interval`."""
@@ -134,9 +142,17 @@ class PartitionCommitter:
     def retry_pending(self, state: PartitionState) -> bool:
         """Commit the pending commit, if there is one (a turn's, or a release's without an
         ``advance()`` of its own); False if the partition was lost."""
-        if state.commit_pending is None:
-            return True
-        return self.commit(state, state.commit_pending)
+        with self._retries:
+            offset = state.commit_pending
+            if offset is None:
+                return True
+            self._retrying.add(state)  # a commit outside the turns waits for this one to end
+        try:
+            return self.commit(state, offset)
+        finally:
+            with self._retries:
+                self._retrying.discard(state)
+                self._retries.notify_all()
 
     def settle(self, state: PartitionState) -> None:
         """Before any other write for the partition: see :meth:`CommitPipeline.settle`."""
@@ -262,6 +278,38 @@ class PartitionCommitter:
         return True, old
 
     # -- outside the turns -----------------------------------------------------------------
+
+    def superseded(self, states: Iterable[PartitionState]) -> None:
+        """A processor's own commit of these partitions, made outside their turns
+        (:meth:`ChannelContext.commit`, on its thread), is about to be sent: every advance of
+        theirs made before it and not landed yet is superseded by it, and never lands after it.
+
+        The commit in flight is answered first (the multi-partition commit waits for it as
+        well); the advance waiting for its interval and the pending commit (one ZooKeeper did
+        not answer) are dropped, not sent first: sending them would cost a round trip each and,
+        without an answer, leave a pending commit again. A worker retrying its pending commit
+        right now is waited for, and one about to retry finds nothing to retry: the two read
+        and clear it under one lock, so the retry lands before this commit or not at all.
+
+        Dropped, such an advance is not written even if the commit outside then fails; what it
+        covered is read again by the next owner unless a later commit covers it (at least
+        once). An advance made while the commit outside is on its way is not ordered with it.
+        """
+        states = list(states)
+        for state in states:
+            if self._pipeline is not None:
+                self._pipeline.supersede(state)
+        with self._retries:
+            self._retries.wait_for(lambda: not self._retrying.intersection(states), Lease.SETTLE_TIMEOUT_S)
+            for state in states:
+                if state.commit_pending is not None:
+                    log.info(
+                        "%s[%d]: pending commit of offset %d superseded by the processor's own commit",
+                        state.topic,
+                        state.partition,
+                        state.commit_pending,
+                    )
+                    state.commit_pending = None
 
     @staticmethod
     def committed_outside_turns(state: PartitionState) -> None:

@@ -80,6 +80,11 @@ class ChannelContext:
         only if its committed offset is still the one given (work gathered from a position
         must not land over a reset that moved it): :class:`OffsetMoved` otherwise, with
         nothing written and the partition still owned.
+
+        The commit supersedes the partitions' ``advance()`` responses made before it that have
+        not landed yet: it waits for the commit in flight, and the advance waiting for
+        ``commit_interval_ms`` or for ZooKeeper to answer is dropped, so no older offset lands
+        after it (see :meth:`PartitionCommitter.superseded`).
         """
         commits = {}
         for (topic, partition), offset in offsets.items():

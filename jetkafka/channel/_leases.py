@@ -199,6 +199,14 @@ class PartitionLeases:
         the processor's thread): one fenced transaction; a refusal loses the refused lease."""
         membership = self._channel._membership
         assert membership is not None
+        committer = self._channel._committer
+        if committer is not None:
+            # No advance made before this commit may land after it.
+            committer.superseded(
+                state
+                for key, (lease, _) in commits.items()
+                if (state := self._table.get(key)) is not None and state.lease is lease
+            )
         try:
             membership.offsets.commit_many(commits, extra, expected)
         except CommitFenced as exc:

@@ -24,7 +24,7 @@ from jetkafka.channel._commit_pipeline import CommitPipeline
 from jetkafka.channel._context import ChannelContext
 from jetkafka.channel._partition import PartitionState
 from tests.support.channels import make_channel, values, wait_until
-from tests.support.group_watch import committed, offset_nodes
+from tests.support.group_watch import Sampler, committed, offset_nodes
 
 _ADVANCE = BatchResponse.advance()
 
@@ -394,5 +394,63 @@ def test_a_partition_that_drains_after_every_batch_commits_once_per_interval() -
         assert store.sent == [1]  # the first at once, the newest waits for the interval
         pipeline.set_interval(0)  # a hot deploy: the waiting one is re-timed and sent
         wait_until(lambda: store.sent == [1, 199], timeout=5, what="the waiting advance sent")
+    finally:
+        pipeline.close()
+
+
+class CommitsTheLastBatchItself(FastAdvance):
+    """Advances every batch; the batch that ends at ``last`` is also committed by the processor
+    itself through its context (one transaction, as a processor writing its own records with
+    the offsets does) before it returns ``advance()``."""
+
+    def __init__(self, last: int) -> None:
+        super().__init__()
+        self.last = last
+        self.own_commits = 0
+
+    def on_next_batch(self, source: PartitionSource, events: EventBatch) -> BatchResponse:
+        if source.next_offset == self.last:
+            assert self.context is not None
+            self.context.commit({(source.topic, source.partition): source.next_offset})
+            self.own_commits += 1
+        return super().on_next_batch(source, events)
+
+
+def test_a_processors_own_commit_is_never_followed_by_an_older_pipelined_advance(
+    zk_connect: str, zk: KazooClient, kafka_config: dict[str, Any], topic_factory: Any, produce: Any
+) -> None:
+    """Three batches or more with a two-second interval: the first advance goes out at once,
+    the next ones wait for the interval, and the last batch is committed through the context.
+    The advance still waiting is older than that commit: it must not land after it and move
+    the committed offset back."""
+    topic = topic_factory(partitions=1)
+    produce(topic, values(30, 1))
+    proc = CommitsTheLastBatchItself(last=30)
+    history = Sampler(lambda: committed(zk, topic).get(0), interval=0.02)
+    try:
+        with make_channel(
+            zk_connect, kafka_config, topic, proc, batch_max_events=10, commit_interval_ms=2000
+        ) as channel:
+            wait_until(lambda: proc.own_commits == 1, what="the processor's own commit")
+            time.sleep(2.5)  # the interval is up: an advance still waiting would be sent now
+            assert committed(zk, topic) == {0: 30}, "an older advance landed after the processor's own commit"
+            assert channel.partitions()[0].committed == 30
+    finally:
+        history.stop()
+    assert proc.count() == 30 and proc.own_commits == 1
+    landed = [value for _, value in history.samples if value is not None]
+    backwards = [(a, b) for a, b in itertools.pairwise(landed) if b < a]
+    assert backwards == [], f"the committed offset went back: {backwards}"
+
+
+def test_a_commit_outside_the_turns_drops_the_advance_waiting_for_its_interval() -> None:
+    pipeline, store, state = _pipeline(interval_s=30)
+    try:
+        pipeline.submit(state, 10, drained=False)  # at once
+        store.answer()
+        pipeline.submit(state, 20, drained=False)  # waits for the interval
+        pipeline.supersede(state)
+        pipeline.settle(state)  # a waiting advance would become the pending commit here
+        assert store.sent == [10] and state.commit_pending is None
     finally:
         pipeline.close()

@@ -4,10 +4,14 @@ with a commit that is refused, unanswered or dropped (no cluster: fake lease and
 from __future__ import annotations
 
 import ast
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+
+import pytest
 
 import jetkafka
 from jetkafka.channel._budget import BufferBudget
@@ -189,5 +193,44 @@ def test_a_commit_outside_the_turns_is_the_newest_commit() -> None:
         state.lease.committed = 25  # what the processor's own multi-partition commit landed
         PartitionCommitter.committed_outside_turns(state)
         assert state.advanced is None and state.last_commit == 25
+    finally:
+        committer.close()
+
+
+@pytest.mark.parametrize("pipelined", [False, True])
+def test_a_commit_outside_the_turns_drops_the_pending_commit_and_waits_for_a_retry_under_way(pipelined: bool) -> None:
+    committer, state, membership, _, _ = _committer(pipelined)
+    try:
+        membership.refuse = CommitUncertain("no answer")
+        committer.commit(state, 20)
+        assert state.commit_pending == 20
+        membership.refuse = None
+        committer.superseded([state])  # the processor's own commit is about to be sent
+        assert state.commit_pending is None
+        assert committer.retry_pending(state) and membership.commits == [20]  # nothing older written after it
+
+        membership.refuse = CommitUncertain("no answer")
+        committer.commit(state, 30)
+        membership.refuse = None
+        entered, go = threading.Event(), threading.Event()
+        plain = membership.commit
+
+        def slow(lease: Any, offset: int) -> None:
+            entered.set()
+            go.wait(5)
+            plain(lease, offset)
+
+        membership.commit = slow  # type: ignore[method-assign]
+        retry = threading.Thread(target=committer.retry_pending, args=(state,))
+        retry.start()
+        assert entered.wait(5)
+        superseding = threading.Thread(target=committer.superseded, args=([state],))
+        superseding.start()
+        time.sleep(0.2)
+        assert superseding.is_alive(), "did not wait for the retry under way: it could land after"
+        go.set()
+        retry.join(5)
+        superseding.join(5)
+        assert not superseding.is_alive() and state.committed == 30 and state.commit_pending is None
     finally:
         committer.close()
