@@ -17,6 +17,13 @@ Guarantees:
   the owner node is given up; a loss (session expired, lease taken) commits nothing more.
 * Events the fetcher still delivers from an earlier assignment of a partition taken again are
   dropped until the fetcher has moved to the new start offset.
+* A lease lost before it is adopted is never worked on. Starting a partition makes slow calls
+  (start offsets, recovery's check) after the rebalance handed it over; a session that expires
+  meanwhile ends the lease while nothing of it is in the table, so the loss reaches nobody.
+  The lease is therefore checked once more right before its adoption, and again after it:
+  :meth:`GroupMembership.adopted` says whether it is still held, under the lock the session's
+  expiry takes, so an expiry either comes before (not adopted, or adopted and found lost) or
+  after (the state is in the table: ``partitions_lost`` marks it).
 """
 
 from __future__ import annotations
@@ -110,14 +117,27 @@ class PartitionLeases:
                 if offset is None:  # the take-over commit failed (logged): give the partition up
                     membership.finish_release(lease.key, lease)
                     continue
+            if membership.lease(lease.key) is not lease:
+                # The session expired during the calls above: its owner node is gone.
+                log.warning(
+                    "%s[%d]: lease lost while the partition was being started (ZooKeeper session expired); "
+                    "not started, to be taken again under a live session",
+                    *lease.key,
+                )
+                membership.finish_release(lease.key, lease)
+                continue
             state = PartitionState(lease, offset, cfg.buffer_max_events, cfg.buffer_max_bytes, channel._budget)
             # Until the fetcher applies the assign below, it may still deliver from an earlier
             # assignment of this partition (lost and taken again), past ``offset``: drop that.
             state.buffer.await_seek()
             old = self._table.adopt(state, channel._budget, lambda s: self._controls.set_paused(s, True))
-            membership.adopted(lease)
             if old is not None:  # lost and taken again before a worker handled the loss
                 old.lost_reason = old.lost_reason or "taken again"
+            # Adopted first, asked after: an expiry from now on finds the state in the table.
+            if not membership.adopted(lease):
+                state.lost_reason = state.lost_reason or "ZooKeeper session expired"
+                queued.append(state)  # its worker handles the loss; nothing is fetched for it
+                continue
             positions.append((state, offset))
             queued.append(state)
         # Resets issued while the partition had another owner: filed before its first turn,

@@ -88,11 +88,14 @@ class HeldLeases:
             for lease in leases:
                 self._adopting[lease.key] = lease
 
-    def adopted(self, lease: Lease) -> None:
+    def adopted(self, lease: Lease) -> bool:
+        """The channel started ``lease``; False when it is no longer held (the session
+        expired since its take: the channel must not work on it)."""
         with self._lock:
             if self._adopting.get(lease.key) is lease:
                 del self._adopting[lease.key]
             self._retake.pop(lease.key, None)
+            return self._held.get(lease.key) is lease
 
     def not_adopted(self, leases: Iterable[Lease]) -> list[Lease]:
         """Of ``leases`` just handed over, those the channel neither adopted nor gave up."""

@@ -27,6 +27,9 @@ Guarantees and failure modes:
   ends. Nobody can take the partition while it stays.
 * An owner node naming this consumer that no lease stands for (a take whose answer was lost
   with the connection) is deleted at the next rebalance, to be taken again properly.
+* A lease whose session expired while the channel was starting it (start offsets, recovery's
+  check) is not held any more when the channel adopts it: :meth:`GroupMembership.adopted`
+  says so, and the channel does not work on it (:meth:`session_lost` could not name it).
 * A new connection re-arms every watch: the group's ids through
   :class:`~jetkafka.coordination._watches.ChildrenWatch`, the one-shot owner watches by the
   rebalance each new connection and each new session triggers. A rebalance that loses its
@@ -66,8 +69,9 @@ class PartitionHolder(Protocol):
     def partition_counts(self, topics: tuple[str, ...], missing_ok: bool = False) -> Mapping[str, int]: ...
 
     def partitions_taken(self, leases: list[Lease]) -> None:
-        """Start working on each lease (then call :meth:`GroupMembership.adopted`) or give it
-        up (:meth:`GroupMembership.finish_release`); on the rebalance thread."""
+        """Start working on each lease (then call :meth:`GroupMembership.adopted`, and treat
+        the lease as lost when that returns False) or give it up
+        (:meth:`GroupMembership.finish_release`); on the rebalance thread."""
         ...
 
     def release_requested(self, keys: list[Key], reason: str) -> None: ...
@@ -373,9 +377,12 @@ class GroupMembership:
     def commit(self, lease: Lease, offset: int) -> None:
         self.offsets.commit(lease, offset)
 
-    def adopted(self, lease: Lease) -> None:
-        """The channel started working on ``lease`` (from its ``partitions_taken``)."""
-        self._leases.adopted(lease)
+    def adopted(self, lease: Lease) -> bool:
+        """The channel started working on ``lease`` (from its ``partitions_taken``). False when
+        the lease is no longer held: the session expired since the take (its owner node went
+        with it), and :meth:`session_lost` did not name it if the channel had not adopted it
+        yet. The channel must then treat it as lost; see :class:`PartitionHolder`."""
+        return self._leases.adopted(lease)
 
     def finish_release(self, key: Key, lease: Lease | None = None) -> None:
         """The channel is done with ``key`` (with ``lease``, when given): delete its owner node

@@ -11,6 +11,7 @@ cause is shown every time, and where a lapse between a turn's check and the proc
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from types import SimpleNamespace
 from typing import Any, cast
@@ -18,11 +19,22 @@ from typing import Any, cast
 import pytest
 from kazoo.client import KazooClient
 
-from jetkafka import BatchResponse, EventBatch, PartitionSource
+from jetkafka import BatchResponse, EventBatch, InboundChannel, PartitionSource, ProcessSession, parse_config
 from jetkafka.channel._leases import PartitionLeases
+from jetkafka.coordination._offsets import OffsetStore
+from jetkafka.coordination._paths import GroupPaths
 from jetkafka.coordination._session_lease import SessionLease
-from tests.support.channels import RecordingProcessor, committed_offsets, make_channel, values, wait_until
+from tests.support.channels import (
+    RecordingProcessor,
+    channel_config,
+    committed_offsets,
+    make_channel,
+    values,
+    wait_until,
+)
+from tests.support.instances import Instance
 from tests.support.lapses import LapseAtTheCall
+from tests.support.zk_faults import expire_session
 
 
 def leases_over(lease: SessionLease) -> PartitionLeases:
@@ -113,3 +125,72 @@ def test_a_lease_lapsing_between_the_turn_and_the_call_starts_nothing_and_loses_
     assert lapse.refused >= 10 and lapse.refused_redeliveries == len(processor.failed) >= 2, (
         lapse.refused, lapse.refused_redeliveries, sorted(processor.failed)
     )
+
+
+class SlowLogEnds:
+    """The channel's metadata consumer (as its ``wrap_consumer``) whose first look-up of log
+    ends on the rebalance thread (a never-committed partition's start offset) waits for
+    ``go``: the slow call of a take-over, during which the session can expire."""
+
+    def __init__(self) -> None:
+        self.waiting = threading.Event()
+        self.go = threading.Event()
+        self._consumer: Any = None
+
+    def __call__(self, consumer: Any, role: str) -> Any:
+        if role != "metadata":
+            return consumer
+        self._consumer = consumer
+        return self
+
+    def offsets_for_times(self, *args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread().name == "jetkafka-rebalance" and not self.waiting.is_set():
+            self.waiting.set()
+            self.go.wait(60)
+        return self._consumer.offsets_for_times(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._consumer, name)
+
+
+def test_a_lease_whose_session_expires_while_it_is_being_started_is_never_processed(
+    zk, zk_connect, kafka_config, topic_factory, produce
+) -> None:
+    """A rebalance takes two partitions, one committed and one never committed; the start
+    offset look-up of the second is slow, and the session expires meanwhile. The first one's
+    lease is dead by the time it would be adopted: nothing in the table yet when the session's
+    loss was told, so it must not be adopted at all. Another instance takes both; the first
+    instance, whose processor only ever answers get_next() (no commit ever fences it), must
+    process nothing of them under the new session."""
+    topic = topic_factory(partitions=2)
+    OffsetStore(zk, GroupPaths("g")).write_unfenced(topic, 0, 0)  # committed: started without a look-up
+    produce(topic, values(40, 2))
+    slow = SlowLogEnds()
+    stale = RecordingProcessor(lambda source, events: BatchResponse.get_next())
+    parsed = parse_config(channel_config(zk_connect, kafka_config, [topic], rebalance_interval_s=3600))
+    session = ProcessSession(parsed.zookeeper)
+    session.start()
+    channel = InboundChannel(parsed, stale, controller=session, wrap_consumer=slow)
+    other: Instance | None = None
+    try:
+        channel.start()
+        assert slow.waiting.wait(30), "the start-offset look-up never came"
+        # The other instance claims both partitions; it takes them once they are free.
+        other = Instance(
+            channel_config(zk_connect, kafka_config, [topic], coordinator="static", partitions={topic: [0, 1]})
+        )
+        expire_session(session.client)
+        wait_until(lambda: other.channel.owned_partitions() == [(topic, 0), (topic, 1)], what="taken by the other")
+        slow.go.set()
+        wait_until(lambda: sorted(other.processor.ids()) == list(range(40)), what="every event at the other")
+        wait_until(session.lease.valid, what="the new session's lease")
+        time.sleep(1.0)  # time enough for a worker to start a batch on a partition adopted after all
+        assert stale.delivered == [], "processed under a lease of the expired session"
+        assert channel.owned_partitions() == [], "a lease of the expired session was adopted"
+    finally:
+        slow.go.set()
+        channel.shutdown()
+        session.stop()
+        if other is not None:
+            other.close()
+    assert other.processor.violations == [] and stale.violations == []

@@ -91,3 +91,20 @@ def test_leases_whose_owner_node_names_another_consumer_are_dropped() -> None:
     assert leases.held_keys() == [("t", 0)]
     assert [lease_.key for lease_ in leases.clear()] == [("t", 0)]
     assert leases.held_keys() == []
+
+
+def test_a_lease_handed_over_and_expired_before_its_adoption_is_reported_not_held_at_adoption() -> None:
+    # The channel adopts after slow calls; an expiry meanwhile names only the leases held then,
+    # and this one reaches no state yet: its adoption must tell the channel it is gone.
+    leases = HeldLeases()
+    _, expiries = leases.wanted("t", [0, 1])
+    expired, live = lease(0), lease(1)
+    assert leases.record_take(expired, expiries)
+    leases.handing_over([expired])
+    assert leases.expire() == [("t", 0)]
+    assert not leases.adopted(expired)
+    assert leases.not_adopted([expired]) == []  # nothing left to give up: the node went with the session
+    _, expiries = leases.wanted("t", [1])
+    assert leases.record_take(live, expiries)
+    leases.handing_over([live])
+    assert leases.adopted(live)
