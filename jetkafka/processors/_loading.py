@@ -178,6 +178,8 @@ def _instantiate(
             raise _signature_error(cls, signature, options, class_path, shown) from None
     try:
         instance = cls(**options)
+    except ProcessorError:
+        raise  # the constructor named the option, the cause and the fix itself
     except Exception as exc:  # noqa: BLE001 - a constructor refusing the options is a config problem
         raise _error(
             f"processor.class {class_path!r}: {cls.__name__}(**processor.options) raised "

@@ -12,6 +12,7 @@
 - :func:`messages_to_arrow`, :func:`to_table`, :func:`to_dataframe`: records into Arrow and a
   DataFrame the way the micro-batches build them (for tests and hand-written pipelines).
 - :func:`current_fence`: the fence of the micro-batch being written, inside ``fn``.
+- :class:`SchemaError`: a JSON ``schema`` Spark cannot read, found without starting Spark.
 
 See ``docs/spark.md``. Needs the ``spark`` extra: ``pip install 'jetkafka[spark]'``; without it,
 importing this package raises :class:`~jetkafka.errors.MissingExtra`.
@@ -35,6 +36,7 @@ from jetkafka.spark._compaction_slot import CompactionRefused  # noqa: E402 - af
 from jetkafka.spark._fence import BatchFence, StaleWriter, current_fence  # noqa: E402 - after require_extra on purpose
 from jetkafka.spark._microbatch import SparkMicroBatchProcessor, resolve_function  # noqa: E402 - after require_extra on purpose
 from jetkafka.spark._publish import SinkError  # noqa: E402 - after require_extra on purpose
+from jetkafka.spark._schema_ddl import SchemaError  # noqa: E402 - after require_extra on purpose
 from jetkafka.spark._session import SparkSessionError, build_session  # noqa: E402 - after require_extra on purpose
 from jetkafka.spark._sinks import ParquetSink, Publication, StagedWrite  # noqa: E402 - after require_extra on purpose
 
@@ -44,6 +46,7 @@ __all__ = [
     "CompactionRefused",
     "ParquetSink",
     "Publication",
+    "SchemaError",
     "SinkError",
     "SparkMicroBatchProcessor",
     "SparkSessionError",

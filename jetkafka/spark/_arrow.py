@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from jetkafka.spark._schema_ddl import check_ddl
+
 if TYPE_CHECKING:
     from confluent_kafka import Message
     from pyspark.sql import DataFrame, SparkSession
@@ -81,7 +83,10 @@ def to_table(batches: Sequence[pa.RecordBatch]) -> pa.Table:
 
 
 def parse_schema(schema: str | StructType | None, value_format: str) -> Any:
-    """Check the ``schema`` / ``value_format`` pair; returns the schema to hand to ``from_json``."""
+    """Check the ``schema`` / ``value_format`` pair; returns the schema to hand to ``from_json``.
+
+    A DDL string is checked without Spark (:mod:`jetkafka.spark._schema_ddl`): a schema Spark
+    would refuse raises :class:`~jetkafka.spark._schema_ddl.SchemaError` (a ``ValueError``)."""
     if value_format not in VALUE_FORMATS:
         raise ValueError(f"value_format must be one of {', '.join(VALUE_FORMATS)}, got {value_format!r}")
     if value_format == "json":
@@ -90,6 +95,8 @@ def parse_schema(schema: str | StructType | None, value_format: str) -> Any:
                 "value_format json needs a schema: a DDL string such as "
                 "'user STRING, amount DOUBLE, ts TIMESTAMP', or a pyspark StructType"
             )
+        if isinstance(schema, str):
+            check_ddl(schema)
         return schema
     if schema is not None:
         raise ValueError(f"schema is only used with value_format json, not {value_format}")

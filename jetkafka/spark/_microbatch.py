@@ -39,6 +39,7 @@ from jetkafka.spark._driver import MicroBatchDriver
 from jetkafka.spark._fence import fence_parameter
 from jetkafka.spark._figures import DriverStats, MicroBatchFigures
 from jetkafka.spark._ledger import MicroBatchLedger
+from jetkafka.spark._schema_ddl import spark_refused
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -148,8 +149,12 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
         if self.value_format == "json" and isinstance(self.schema, str):
             from pyspark.sql.types import StructType
 
-            # A DDL typo should stop the start, not fail every batch.
-            self.schema = StructType.fromDDL(self.schema)
+            # A DDL typo should stop the start, not fail every batch. The check without Spark
+            # caught most already (parse_schema); what it let through is Spark's to refuse here.
+            try:
+                self.schema = StructType.fromDDL(self.schema)
+            except Exception as exc:  # noqa: BLE001 - any refusal of the parser is the schema's fault
+                raise spark_refused(self.schema, exc) from None
         self._ledger = MicroBatchLedger(context.zookeeper, context.paths, context.consumer_id)
         self._ledger.prepare(context.config.channel.topics)
         if self.settle_timeout_s is None:
