@@ -11,7 +11,10 @@ A change is one of:
   sizes, the ``processor``, ``kafka``, ``metrics``, ``spark``, ``zookeeper`` …): the channel
   releases its partitions gracefully (``on_stream_termination``, commits, owner nodes deleted),
   then starts again with the new file under the same consumer id. A changed ``zookeeper``
-  section opens a new session.
+  section opens a new session. A partition whose call (a batch, ``on_stream_termination``)
+  outlasts ``shutdown_timeout_s`` is not given up under that call: it stays owned, with the old
+  session, until the call returns, then is released and taken again from its commit
+  (:mod:`jetkafka.channel._ended_start`); meanwhile nobody else works on it.
 
 An invalid file (syntax, unknown key, wrong type …), a topic that does not exist, or a
 processor that cannot be built leaves the channel running on the configuration it has, with
@@ -234,7 +237,9 @@ class HotDeploy:
                 log.error("%s: not applied, still running on the previous configuration: %s", new.source, exc)
                 return Change("rejected", change.keys)
             old_config, old_processor = channel.config, channel.processor
-            channel._leave(None)
+            # A partition whose call outlasts shutdown_timeout_s is kept until that call returns,
+            # not given up under it: see jetkafka.channel._ended_start.
+            channel._leave(None, hold_over=True)
             channel.config, channel.processor = new, processor
             try:
                 channel.start()

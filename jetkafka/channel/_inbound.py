@@ -31,6 +31,7 @@ from jetkafka.channel._committer import PartitionCommitter
 from jetkafka.channel._context import ChannelContext
 from jetkafka.channel._controls import ChannelControls
 from jetkafka.channel._dead_letter import DeadLetterSink
+from jetkafka.channel._ended_start import EndedStart, StartParts
 from jetkafka.channel._failures import FailurePolicy
 from jetkafka.channel._fetcher import ConsumerWrapper, Fetcher
 from jetkafka.channel._hot_deploy import Change, HotDeploy
@@ -135,7 +136,8 @@ class InboundChannel:
         self._runner: BatchRunner | None = None
         self._committer: PartitionCommitter | None = None
         self._workers: list[threading.Thread] = []
-        self._workers_stop = threading.Event()
+        self._workers_stop = threading.Event()  # one per start: an ended start's workers may go on
+        self._ended: list[EndedStart] = []  # ended starts still handing partitions over
         self._running = False
         self._shutdown_clean: bool | None = None
         self._pause_watch: PauseWatch | None = None
@@ -210,7 +212,7 @@ class InboundChannel:
             )
             self.processor.on_start(ChannelContext(self, self._controller.client, self._membership.paths))
             self._fetcher.start()
-            self._workers_stop.clear()
+            self._workers_stop = threading.Event()
             self._workers = [
                 threading.Thread(
                     target=work_partitions,
@@ -268,8 +270,13 @@ class InboundChannel:
         self._shutdown_clean = clean
         return clean
 
-    def _leave(self, timeout: float | None) -> bool:
+    def _leave(self, timeout: float | None, hold_over: bool = False) -> bool:
+        """Release every partition and stop this start; ``hold_over`` (a resubscribe): keep
+        the partitions whose call outlasts ``timeout`` until it returns, instead of giving
+        them up (:mod:`jetkafka.channel._ended_start`)."""
         if not self._running:
+            if not hold_over:
+                self._give_up_ended()
             return True
         self._running = False
         timeout = self.config.channel.shutdown_timeout_s if timeout is None else timeout
@@ -277,14 +284,21 @@ class InboundChannel:
         self._membership.leave_group()
         self._leases.release_requested(self._membership.release_all(), "shutdown")
         stuck = self._table.wait_empty(time.monotonic() + timeout)
-        if stuck:
+        if stuck and hold_over:
+            log.error(
+                "resubscribe: %s still in hand after %.1f s; each is released once its call returns and taken "
+                "again from its commit",
+                ", ".join(f"{t}[{p}]" for t, p in stuck),
+                timeout,
+            )
+        elif stuck:
             log.error(
                 "shutdown timed out after %.1f s with %s still in hand; their uncommitted batches will be "
                 "re-read by the next owner",
                 timeout,
                 ", ".join(f"{t}[{p}]" for t, p in stuck),
             )
-        self._teardown()
+        self._teardown(hold_over)
         try:
             self.processor.on_stop()
         except Exception:
@@ -298,29 +312,47 @@ class InboundChannel:
             return None
         return DeadLetterSink(self.config.kafka, policy.dead_letter_topic, self.config.channel.group)
 
-    def _teardown(self) -> None:
+    def _teardown(self, hold_over: bool = False) -> None:
+        """Stop this start's parts; what is still in the table then is held over until its
+        call returns (``hold_over``), or given up with what earlier starts held over."""
         if self._pause_watch is not None:
             self._pause_watch.stop()
             self._pause_watch = None
         self._add_ons.stop()
-        self._workers_stop.set()
-        if self._queue is not None:
-            self._queue.close()
-        for t in self._workers:
-            t.join(timeout=5)
+        ended = EndedStart(
+            StartParts(
+                self._queue,
+                self._workers,
+                self._workers_stop,
+                self._committer,
+                self._runner,
+                self._membership,
+                self._controller if self._given_controller is None else None,
+            ),
+            self._table.hold_over(),
+            self._table,
+        )
         self._workers = []
-        if self._committer is not None:
-            self._committer.close()
-            self._committer = None
-        if self._runner is not None and self._runner.failures.dead_letter is not None:
-            self._runner.failures.dead_letter.close()
-        if self._membership is not None:
-            self._membership.stop()
+        self._committer = None
+        if not hold_over:
+            self._give_up_ended()
+        if hold_over and ended.states:
+            ended.hand_over_in_background()
+            self._ended = [e for e in self._ended if not e.stopped] + [ended]
+        else:
+            ended.give_up(self._current_budget())
         if self._fetcher is not None:
             self._fetcher.stop()
-        if self._controller is not None and self._given_controller is None:
-            self._controller.release()
         self._controller = None
+
+    def _give_up_ended(self) -> None:
+        """Give up what earlier starts still hold over (a shutdown)."""
+        ended, self._ended = self._ended, []
+        for earlier in ended:
+            earlier.give_up(self._current_budget())
+
+    def _current_budget(self) -> BufferBudget | None:
+        return getattr(self, "_budget", None)
 
     def __enter__(self) -> InboundChannel:
         self.start()
@@ -430,7 +462,7 @@ class InboundChannel:
     # -- what add-ons and the processor's context use (RunningChannel) ----------------------
 
     def waiting_downstream(self) -> AbstractContextManager[None]:
-        budget: BufferBudget | None = getattr(self, "_budget", None)
+        budget = self._current_budget()
         return nullcontext() if budget is None else budget.waiting_downstream()
 
     @property

@@ -24,6 +24,10 @@ Guarantees:
   :meth:`GroupMembership.adopted` says whether it is still held, under the lock the session's
   expiry takes, so an expiry either comes before (not adopted, or adopted and found lost) or
   after (the state is in the table: ``partitions_lost`` marks it).
+* A partition whose state of an ended start may still be inside the processor's code (a call
+  that outlasted a resubscribe or a shutdown, :mod:`jetkafka.channel._ended_start`) is not
+  adopted again until that call returns: the lease is given up and taken again after a
+  back-off, so one partition never has two calls in flight.
 """
 
 from __future__ import annotations
@@ -94,6 +98,14 @@ class PartitionLeases:
         positions: list[tuple[PartitionState, int]] = []
         queued: list[PartitionState] = []
         for lease in leases:
+            if self._table.in_earlier_start(lease.key):
+                log.warning(
+                    "%s[%d]: an earlier start of this channel is still inside the processor's code on it; "
+                    "giving the lease up, to be taken again once that call returned",
+                    *lease.key,
+                )
+                membership.finish_release(lease.key, lease)
+                continue
             offset = lease.committed
             if lease.key in starts:
                 offset = starts[lease.key]
@@ -148,6 +160,11 @@ class PartitionLeases:
             fetcher.assign(positions)
         for state in queued:
             queue.offer(state)
+
+    def held_elsewhere(self, topic: str) -> set[int]:
+        """Partitions of ``topic`` an ended start of this channel still holds (the membership's
+        ``PartitionHolder``): see :mod:`jetkafka.channel._ended_start`."""
+        return self._table.held_over(topic)
 
     def release_requested(self, keys: list[Key], reason: str) -> None:
         queue, membership = self._channel._queue, self._channel._membership

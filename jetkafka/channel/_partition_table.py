@@ -20,6 +20,17 @@ Threads:
   adopted while paused is paused before ``cond`` is released (``adopt``'s ``pause``), so a
   :meth:`mark_resumed` on another thread either sees the new state or comes before it.
 
+States of an ended start: a start of the channel (:meth:`InboundChannel.start`) ends with a
+resubscribe or a shutdown, after waiting ``shutdown_timeout_s`` for its partitions' releases. A
+state still in the table then is *held over* (:meth:`hold_over`, by the thread ending the
+start): it stays leased (a resubscribe keeps its owner node until the start's workers hand it
+over, :mod:`jetkafka.channel._held_over`) and leaves through ``drop`` as any other. A shutdown
+*gives it up* (:meth:`give_up`): it leaves the leased partitions at once, and is kept apart,
+only while a worker of its start still has it in hand, so that :meth:`in_earlier_start` can
+answer. A rebalance never adopts a partition whose state of an ended start may still be inside
+the processor's code (:meth:`in_earlier_start`): the work queue, which keeps one thread per
+partition, is one per start.
+
 Lock order: ``cond`` is taken first; under it the table calls only the budget's
 ``set_partitions`` and ``adopt``'s ``pause`` (the fetcher's command queue), never the work
 queue's lock nor a partition's buffer lock.
@@ -32,6 +43,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from jetkafka.channel._partition import Turn
 from jetkafka.events import Key
 
 if TYPE_CHECKING:
@@ -45,6 +57,10 @@ class PartitionTable:
         self._states: dict[Key, PartitionState] = {}
         self._paused_all = False
         self._paused: set[Key] = set()
+        # Leased states of ended starts (held over), and states given up while their start's
+        # worker may still have them in hand; by identity (see the module's docstring).
+        self._held_over: dict[Key, PartitionState] = {}
+        self._given_up: dict[Key, PartitionState] = {}
 
     # -- the leased partitions ---------------------------------------------------------------
 
@@ -86,6 +102,9 @@ class PartitionTable:
             if current:
                 del self._states[state.key]
                 budget.set_partitions(len(self._states))
+            for apart in (self._held_over, self._given_up):
+                if apart.get(state.key) is state:
+                    del apart[state.key]
             self.cond.notify_all()
         return current
 
@@ -95,6 +114,62 @@ class PartitionTable:
             while self._states and time.monotonic() < deadline:
                 self.cond.wait(min(0.5, max(0.0, deadline - time.monotonic())))
             return sorted(self._states)
+
+    def wait_gone(self, states: list[PartitionState], timeout: float) -> bool:
+        """Wait until none of ``states`` is leased any more (dropped or given up); False on timeout."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while any(self._states.get(s.key) is s for s in states):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.cond.wait(min(0.5, left))
+            return True
+
+    # -- states of ended starts --------------------------------------------------------------
+
+    def hold_over(self) -> list[PartitionState]:
+        """A start ends: the states leased now that are not held over yet become so (the
+        ending start's); returns them, sorted."""
+        with self.cond:
+            ending = [s for _, s in sorted(self._states.items()) if self._held_over.get(s.key) is not s]
+            for state in ending:
+                self._held_over[state.key] = state
+            return ending
+
+    def give_up(self, states: list[PartitionState], budget: BufferBudget | None) -> None:
+        """``states`` of ended starts are no longer leased (their owner nodes are being given
+        up): out of the leased partitions now; kept apart while a worker has them in hand."""
+        with self.cond:
+            for state in states:
+                if self._held_over.get(state.key) is state:
+                    del self._held_over[state.key]
+                if self._states.get(state.key) is state:
+                    del self._states[state.key]
+                if state.turn is Turn.IN_HAND and not state.removed:
+                    self._given_up[state.key] = state
+            if budget is not None:
+                budget.set_partitions(len(self._states))
+            self.cond.notify_all()
+
+    def held_over(self, topic: str) -> set[int]:
+        """Partitions of ``topic`` leased by an ended start (a resubscribe's, handing them over)."""
+        with self.cond:
+            return {p for t, p in self._held_over if t == topic}
+
+    def in_earlier_start(self, key: Key) -> bool:
+        """Whether an ended start may still run the processor's code on the partition: a state
+        held over until its worker hands it over, or one given up while a worker had it in hand
+        and still has. A new lease of the partition must wait for that."""
+        with self.cond:
+            held = self._held_over.get(key)
+            if held is not None and not held.removed:
+                return True
+            given_up = self._given_up.get(key)
+            if given_up is not None and (given_up.turn is not Turn.IN_HAND or given_up.removed):
+                del self._given_up[key]  # its worker is done with it: nothing more runs on it
+                given_up = None
+            return given_up is not None
 
     # -- pauses ------------------------------------------------------------------------------
 

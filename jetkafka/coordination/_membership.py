@@ -26,7 +26,9 @@ Guarantees and failure modes:
   every second and at once when the connection comes back, until it is gone or the session
   ends. Nobody can take the partition while it stays.
 * An owner node naming this consumer that no lease stands for (a take whose answer was lost
-  with the connection) is deleted at the next rebalance, to be taken again properly.
+  with the connection) is deleted at the next rebalance, to be taken again properly; one the
+  channel still holds through an earlier membership of the same consumer id
+  (:meth:`PartitionHolder.held_elsewhere`) is left alone.
 * A lease whose session expired while the channel was starting it (start offsets, recovery's
   check) is not held any more when the channel adopts it: :meth:`GroupMembership.adopted`
   says so, and the channel does not work on it (:meth:`session_lost` could not name it).
@@ -72,6 +74,12 @@ class PartitionHolder(Protocol):
         """Start working on each lease (then call :meth:`GroupMembership.adopted`, and treat
         the lease as lost when that returns False) or give it up
         (:meth:`GroupMembership.finish_release`); on the rebalance thread."""
+        ...
+
+    def held_elsewhere(self, topic: str) -> set[int]:
+        """Partitions of ``topic`` the holder still holds through an earlier membership of the
+        same consumer id (a start that ended while the processor was still working on them):
+        their owner nodes name this consumer, and are neither orphans nor free."""
         ...
 
     def release_requested(self, keys: list[Key], reason: str) -> None: ...
@@ -178,8 +186,9 @@ class GroupMembership:
         if self._session.connected:
             self.registry.deregister(self.consumer_id)
 
-    def stop(self) -> None:
-        """Stop rebalancing, give up whatever is still held, and deregister."""
+    def stop(self, deregister: bool = True) -> None:
+        """Stop rebalancing, give up whatever is still held, and deregister (unless told not
+        to: a later membership of the same consumer id may be registered by then)."""
         self._active = False
         self._stop_watching()
         self._session.detach(self)
@@ -191,7 +200,7 @@ class GroupMembership:
                     lease.topic,
                     lease.partition,
                 )
-        if self._session.connected:
+        if deregister and self._session.connected:
             self.registry.deregister(self.consumer_id)
 
     def _watch(self) -> None:
@@ -357,7 +366,7 @@ class GroupMembership:
         """Owner nodes naming this consumer that no hold accounts for (a take whose answer
         was lost with the connection) are deleted, to be taken again properly; returns the
         owners without them."""
-        accounted = self._leases.accounted(topic)
+        accounted = self._leases.accounted(topic) | self._holder.held_elsewhere(topic)
         orphans = [p for p, owner in owners.items() if owner == self.consumer_id and p not in accounted]
         if not orphans:
             return owners

@@ -6,6 +6,7 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from jetkafka import InboundChannel, JetkafkaConfig, parse_config
+from jetkafka import BatchResponse, EventBatch, InboundChannel, JetkafkaConfig, PartitionSource, parse_config
 from jetkafka.channel._hot_deploy import plan_change
 from tests.support.channels import RecordingProcessor, channel_config, committed_offsets, values, wait_until
 
@@ -299,3 +300,129 @@ def test_in_place_changes_keep_the_dead_letter_producer_unless_on_error_changes(
         assert channel.reconfigure(parse_config(config)).kind == "in-place"
         assert channel._runner.failures.dead_letter is not sink
         assert channel._runner.failures.config.on_error.max_attempts == 3
+
+
+class BlockFirstBatch:
+    """A response that blocks the first batch delivered until ``release`` is set: a batch that
+    outlasts ``shutdown_timeout_s``. Called inside ``RecordingProcessor.on_next_batch``, so the
+    blocked call counts as in flight for its check of one call per partition at a time."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self._first = True
+
+    def __call__(self, source: PartitionSource, events: EventBatch) -> BatchResponse:
+        if self._first:
+            self._first = False
+            self.entered.set()
+            self.release.wait(60)
+        return BatchResponse.advance()
+
+
+def stuck_channel_config(zk_connect: str, kafka_config: dict, topic: str) -> dict[str, Any]:
+    return channel_config(
+        zk_connect, kafka_config, [topic], threads=1, batch_max_events=10, shutdown_timeout_s=1, rebalance_delay_ms=50
+    )
+
+
+def test_a_resubscribe_keeps_a_partition_whose_batch_outlasts_the_shutdown_timeout_until_it_returns(
+    zk, zk_connect, kafka_config, topic_factory, produce
+) -> None:
+    """The batch in hand outlasts shutdown_timeout_s while a resubscribe runs: the new start
+    must not deliver the partition while the old call is still inside the processor (one call
+    per partition), and nothing is lost or delivered twice: the old call's advance lands under
+    the lease it was made under, the partition is released after it and taken again from there."""
+    topic = topic_factory(partitions=1)
+    produce(topic, values(100, 1))
+    config = stuck_channel_config(zk_connect, kafka_config, topic)
+    block = BlockFirstBatch()
+    proc = RecordingProcessor(block)
+    channel = InboundChannel.from_dict(config, processor=proc)
+    channel.start()
+    try:
+        assert block.entered.wait(30), "the first batch never came"
+        config["channel"]["threads"] = 2
+        assert channel.reconfigure(parsed(config)).kind == "resubscribe"
+        time.sleep(1.5)  # a new start takes a free partition within a few hundred ms
+        assert proc.violations == []
+        assert len(proc.delivered) == 10, "delivered again while the first call was still running"
+        assert channel.owned_partitions() == [(topic, 0)]  # still held: its owner node is kept
+        block.release.set()
+        wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 100}, what="every event committed")
+        assert channel.config.channel.threads == 2
+    finally:
+        block.release.set()
+        assert channel.shutdown()
+    assert proc.violations == []
+    assert sorted(proc.ids()) == list(range(100)), "lost or delivered twice"
+    assert [c[2] for c in proc.calls_named("termination")][:1] == [10]  # released after the call: at its end
+
+
+def test_a_partition_held_over_by_a_resubscribe_goes_to_another_instance_only_after_its_call(
+    zk, zk_connect, kafka_config, topic_factory, produce
+) -> None:
+    """The resubscribe moves the channel to another topic; the partition whose batch is still
+    running goes to another instance, but only once that batch returned (never two calls at
+    once, nothing processed twice), and it does not stay in the channel's table for good: not
+    in owned_partitions(), and the next shutdown does not wait for it."""
+    topic, other = topic_factory(partitions=1), topic_factory(partitions=1)
+    produce(topic, values(100, 1))
+    config = stuck_channel_config(zk_connect, kafka_config, topic)
+    block = BlockFirstBatch()
+    proc = RecordingProcessor(block)  # both instances: its check sees calls of either
+    first = InboundChannel.from_dict(config, processor=proc)
+    second = InboundChannel.from_dict(config, processor=proc)
+    first.start()
+    try:
+        assert block.entered.wait(30), "the first batch never came"
+        second.start()
+        wait_until(lambda: len(first._started_membership().registry.live()) == 2, what="both registered")
+        moved = {**config, "channel": {**config["channel"], "topics": [other]}}
+        assert first.reconfigure(parsed(moved)).kind == "resubscribe"
+        time.sleep(1.5)
+        assert second.owned_partitions() == [], "taken while the first instance's call was still running"
+        assert len(proc.delivered) == 10 and proc.violations == []
+        block.release.set()
+        wait_until(lambda: second.owned_partitions() == [(topic, 0)], what="the other instance took it")
+        wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 100}, what="every event committed")
+        assert first.owned_partitions() == [(other, 0)]
+        started = time.monotonic()
+        assert first.shutdown(), "the shutdown waited for a partition it no longer holds"
+        assert time.monotonic() - started < 1.0
+    finally:
+        block.release.set()
+        first.shutdown()
+        second.shutdown()
+    assert proc.violations == []
+    assert sorted(proc.ids()) == list(range(100)), "lost or delivered twice"
+
+
+def test_a_shutdown_gives_up_a_partition_whose_batch_outlasts_it_and_a_new_start_waits_for_that_batch(
+    zk, zk_connect, kafka_config, topic_factory, produce
+) -> None:
+    """A shutdown gives up what is still in hand after shutdown_timeout_s (its batch is read
+    again by the next owner); the partition leaves owned_partitions() at once, and a start of
+    the same channel object takes it only once the old call returned."""
+    topic = topic_factory(partitions=1)
+    produce(topic, values(100, 1))
+    block = BlockFirstBatch()
+    proc = RecordingProcessor(block)
+    channel = InboundChannel.from_dict(stuck_channel_config(zk_connect, kafka_config, topic), processor=proc)
+    channel.start()
+    try:
+        assert block.entered.wait(30), "the first batch never came"
+        assert not channel.shutdown()
+        assert channel.owned_partitions() == []
+        channel.start()
+        time.sleep(1.5)
+        assert len(proc.delivered) == 10 and proc.violations == [], "delivered while the old call was running"
+        block.release.set()
+        wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 100}, what="every event committed")
+    finally:
+        block.release.set()
+        channel.shutdown()
+    assert proc.violations == []
+    ids = proc.ids()
+    assert sorted(set(ids)) == list(range(100))
+    assert sorted(ids[10:20]) == list(range(10)), "the given-up batch is read again by the next owner"

@@ -7,7 +7,7 @@ import time
 from types import SimpleNamespace
 
 from jetkafka.channel._budget import BufferBudget
-from jetkafka.channel._partition import PartitionState
+from jetkafka.channel._partition import PartitionState, Turn
 from jetkafka.channel._partition_table import PartitionTable
 
 
@@ -102,3 +102,38 @@ def test_waiting_for_the_table_to_empty_wakes_when_the_last_partition_leaves() -
     assert time.monotonic() - started < 2
     table.adopt(leased("t", 1, budget), budget, lambda s: None)
     assert table.wait_empty(time.monotonic() + 0.05) == [("t", 1)]
+
+
+def test_states_of_an_ended_start_hold_back_a_new_lease_until_handed_over_or_out_of_hand() -> None:
+    table, budget = PartitionTable(), BufferBudget(100, 1 << 20)
+    kept, idle = leased("t", 0, budget), leased("t", 1, budget)
+    for state in (kept, idle):
+        table.adopt(state, budget, lambda s: None)
+    kept.turn = Turn.IN_HAND  # a call outlasted the start's end
+    assert table.hold_over() == [kept, idle]
+    assert table.hold_over() == []  # held over once: a later start's end does not take them again
+    # Held over: still leased (its owner node is kept), and no new lease may start on it.
+    assert table.keys() == [("t", 0), ("t", 1)] and table.held_over("t") == {0, 1}
+    assert table.in_earlier_start(("t", 0)) and table.in_earlier_start(("t", 1))
+    idle.remove()
+    assert table.drop(idle, budget)  # handed over by its start's worker
+    assert not table.in_earlier_start(("t", 1)) and table.held_over("t") == {0}
+    # Given up (a shutdown): no longer leased, and a new lease waits only while its call runs.
+    table.give_up([kept], budget)
+    assert table.keys() == [] and table.held_over("t") == set()
+    assert table.wait_gone([kept, idle], 0.0)
+    assert table.in_earlier_start(("t", 0))
+    kept.turn = Turn.IDLE  # the call returned; its closed queue runs nothing more of it
+    assert not table.in_earlier_start(("t", 0))
+    new = leased("t", 0, budget)
+    assert table.adopt(new, budget, lambda s: None) is None
+    assert not table.drop(kept, budget) and table.get(("t", 0)) is new
+
+
+def test_a_state_given_up_out_of_hand_is_not_kept_apart() -> None:
+    table, budget = PartitionTable(), BufferBudget(100, 1 << 20)
+    queued = leased("t", 0, budget)
+    table.adopt(queued, budget, lambda s: None)
+    queued.turn = Turn.QUEUED  # waiting for a worker when its start ended: no call running
+    table.give_up(table.hold_over(), budget)
+    assert table.keys() == [] and not table.in_earlier_start(("t", 0))

@@ -65,6 +65,9 @@ class Holder:
     def commits_suspended(self, suspended: bool) -> None:
         pass
 
+    def held_elsewhere(self, topic: str) -> set[int]:
+        return set()
+
     def keys(self) -> list[Key]:
         with self.lock:
             return sorted(self.adopted)
