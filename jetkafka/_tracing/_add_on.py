@@ -9,7 +9,8 @@ records the channel's rebalances: a ``partitions taken`` span naming the partiti
 (on the worker holding its turn). Both are short: they mark when the partitions moved, with the
 group and the instance, so a trace backend lines a batch's spans up with the moves around them.
 At the channel's stop it flushes the spans still queued, so the last batches of a process that
-exits next are exported.
+exits next are exported; the stop waits for the collector 5 s at most, whatever it does
+(:class:`~jetkafka._tracing._delivery.SpanDelivery`), after the partitions were released.
 """
 
 from __future__ import annotations

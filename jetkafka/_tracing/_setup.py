@@ -2,7 +2,9 @@
 
 :func:`configure_tracing` installs, once per process, a global ``TracerProvider`` whose
 spans go through a ``BatchSpanProcessor`` (a background thread of the SDK; a batch worker only
-appends to its queue) to an OTLP/HTTP exporter. The standard environment variables win over
+appends to its queue) to an OTLP/HTTP exporter, counted and flushed within a bound by
+:class:`~jetkafka._tracing._delivery.SpanDelivery`: :func:`flush` at a channel's stop, and the
+process's exit, wait for the collector at most 5 s, whatever it does. The standard environment variables win over
 the section, as the OpenTelemetry specification has it:
 
 ========================================  ==========================================
@@ -22,12 +24,13 @@ Failure modes: the SDK or the exporter not installed raises
 :class:`~jetkafka.errors.MissingExtra` naming ``jetkafka[tracing]``. A provider set before
 (by the application, or by an earlier channel of this process) is kept: OpenTelemetry allows one
 global provider per process, so the section's settings then change nothing and a warning says so.
-An unreachable collector does not fail anything: the SDK's exporter logs the failed export and
-drops those spans.
+An unreachable collector does not fail anything: the SDK's exporter logs each failed export,
+and the next flush counts the spans not exported in one line.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
@@ -41,12 +44,17 @@ from jetkafka._extras import require_extra
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
+    from jetkafka._tracing._delivery import SpanDelivery
     from jetkafka.config import TracingConfig
 
 log = logging.getLogger("jetkafka.tracing")
 
+# What a channel's stop, and the process's exit, wait for the collector at most
+# (docs/operations.md, "Cost and failure modes").
+FLUSH_BOUND_S = 5.0
+
 _lock = threading.Lock()
-_installed: tuple[TracingConfig, TracerProvider] | None = None
+_installed: tuple[TracingConfig, SpanDelivery] | None = None
 
 
 def traces_endpoint(config: TracingConfig, env: Mapping[str, str]) -> str | None:
@@ -57,14 +65,35 @@ def traces_endpoint(config: TracingConfig, env: Mapping[str, str]) -> str | None
     return config.endpoint.rstrip("/") + "/v1/traces"
 
 
-def build_provider(config: TracingConfig, env: Mapping[str, str] | None = None) -> TracerProvider:
-    """A new SDK tracer provider exporting over OTLP/HTTP, as ``config`` and ``env`` (default:
-    ``os.environ``) say; not installed globally."""
+def export_url(config: TracingConfig, env: Mapping[str, str]) -> str:
+    """The URL spans are posted to, as the exporter resolves it (for messages)."""
+    if found := traces_endpoint(config, env) or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+        return found
+    return env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").rstrip("/") + "/v1/traces"
+
+
+def build_delivery(config: TracingConfig, env: Mapping[str, str] | None = None) -> SpanDelivery:
+    """The OTLP/HTTP exporter behind the SDK's batch span processor, as ``config`` and ``env``
+    (default: ``os.environ``) say."""
     require_extra("tracing", "tracing.enabled")
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    from jetkafka._tracing._delivery import SpanDelivery
+
+    env = os.environ if env is None else env
+    return SpanDelivery(OTLPSpanExporter(endpoint=traces_endpoint(config, env)), export_url(config, env), FLUSH_BOUND_S)
+
+
+def build_provider(
+    config: TracingConfig, env: Mapping[str, str] | None = None, delivery: SpanDelivery | None = None
+) -> TracerProvider:
+    """A new SDK tracer provider whose spans go to ``delivery`` (default: a new one from
+    ``config``), as ``config`` and ``env`` (default: ``os.environ``) say; not installed globally.
+    It has no exit handler of its own: the SDK's waits up to 30 s for a collector that does not
+    answer (:meth:`SpanDelivery.flush_at_exit` is the bounded one)."""
+    require_extra("tracing", "tracing.enabled")
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
     from opentelemetry.sdk.trace.sampling import ParentBased, Sampler, TraceIdRatioBased
 
     env = os.environ if env is None else env
@@ -76,8 +105,8 @@ def build_provider(config: TracingConfig, env: Mapping[str, str] | None = None) 
     sampler: Sampler | None = None if env.get("OTEL_TRACES_SAMPLER") else ParentBased(
         TraceIdRatioBased(config.sampler_ratio)
     )
-    provider = TracerProvider(resource=resource, sampler=sampler)
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=traces_endpoint(config, env))))
+    provider = TracerProvider(resource=resource, sampler=sampler, shutdown_on_exit=False)
+    provider.add_span_processor((delivery or build_delivery(config, env)).processor)
     return provider
 
 
@@ -104,24 +133,23 @@ def configure_tracing(config: TracingConfig, env: Mapping[str, str] | None = Non
                 "and the tracing section's settings are not used"
             )
             return True
-        provider = build_provider(config, env)
+        delivery = build_delivery(config, env)
+        provider = build_provider(config, env, delivery)
         trace.set_tracer_provider(provider)
-        _installed = (config, provider)
-    log.info(
-        "tracing: spans of service %s exported to %s",
-        provider.resource.attributes.get("service.name"),
-        traces_endpoint(config, env) or "the endpoint of OTEL_EXPORTER_OTLP_*",
-    )
+        _installed = (config, delivery)
+        atexit.register(delivery.flush_at_exit)
+    log.info("tracing: spans of service %s exported to %s", provider.resource.attributes.get("service.name"), delivery.url)
     return True
 
 
-def flush(timeout_s: float = 5.0) -> bool:
+def flush(timeout_s: float = FLUSH_BOUND_S) -> bool:
     """Send the spans still queued by the provider :func:`configure_tracing` installed (at a
-    channel's stop, so its last batches are not lost when the process exits next)."""
+    channel's stop, so its last batches are not lost when the process exits next); returns
+    within ``timeout_s`` whatever the collector does, True when the flush ended in that time."""
     installed = _installed
     if installed is None:
         return True
-    return installed[1].force_flush(int(timeout_s * 1000))
+    return installed[1].flush(timeout_s)
 
 
-__all__ = ["build_provider", "configure_tracing", "flush", "traces_endpoint"]
+__all__ = ["FLUSH_BOUND_S", "build_delivery", "build_provider", "configure_tracing", "export_url", "flush", "traces_endpoint"]

@@ -89,3 +89,4 @@ def test_batch_spans_reach_an_otlp_http_receiver_with_their_attributes_links_and
     assert f"[MainThread] trace={single.trace_id} span={single.span_id} orders[3]: delivering offsets 40..40" in run.stderr
     assert f"trace={batch.trace_id} span={batch.span_id} orders[3]: delivering offsets 41..43" in run.stderr
     assert "trace=- span=- delivered 4 requests" in run.stderr
+    assert "not exported" not in run.stderr  # every span reached the receiver, and the stop says nothing
