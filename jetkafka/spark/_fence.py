@@ -153,18 +153,15 @@ class BatchFence:
             yield False
             return
         with s.hold.settled():
-            if self._slice_reason(key) is not None:
-                allowed = False
-            else:
-                if not self.lease_valid():
-                    self.refused_for_lease.add(key)
-                    raise StaleWriter(
-                        f"micro-batch {self.batch_id}: {topic}[{partition}] not published: this instance's local "
-                        "lease ran out (no answer from ZooKeeper within the session timeout less "
-                        "zookeeper.lease_margin_s); the micro-batch runs again once ZooKeeper answers"
-                    )
-                allowed = True
-            yield allowed
+            gone = self._slice_reason(key) is not None
+            if not gone and not self.lease_valid():
+                self.refused_for_lease.add(key)
+                raise StaleWriter(
+                    f"micro-batch {self.batch_id}: {topic}[{partition}] not published: this instance's local "
+                    "lease ran out (no answer from ZooKeeper within the session timeout less "
+                    "zookeeper.lease_margin_s); the micro-batch runs again once ZooKeeper answers"
+                )
+            yield not gone
 
     @contextmanager
     def current(self) -> Iterator[BatchFence]:
