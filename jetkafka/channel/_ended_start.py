@@ -103,8 +103,8 @@ class EndedStart:
         self._deregister = False
         for state in self.states:
             log.warning(
-                "%s[%d]: still in the processor's code at offset %d after channel.shutdown_timeout_s; kept "
-                "(owner node and session) until that call returns, then released and taken again",
+                "%s[%d]: still in hand at offset %d after channel.shutdown_timeout_s; kept (owner node and "
+                "session) until its call returns and it is released, then taken again from its commit",
                 state.topic,
                 state.partition,
                 state.position,

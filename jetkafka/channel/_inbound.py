@@ -284,14 +284,7 @@ class InboundChannel:
         self._membership.leave_group()
         self._leases.release_requested(self._membership.release_all(), "shutdown")
         stuck = self._table.wait_empty(time.monotonic() + timeout)
-        if stuck and hold_over:
-            log.error(
-                "resubscribe: %s still in hand after %.1f s; each is released once its call returns and taken "
-                "again from its commit",
-                ", ".join(f"{t}[{p}]" for t, p in stuck),
-                timeout,
-            )
-        elif stuck:
+        if stuck and not hold_over:  # held over, each is logged with its offset (EndedStart)
             log.error(
                 "shutdown timed out after %.1f s with %s still in hand; their uncommitted batches will be "
                 "re-read by the next owner",
