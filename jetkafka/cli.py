@@ -30,7 +30,14 @@ from kazoo.exceptions import NoAuthError
 from jetkafka import __version__
 from jetkafka._client_logs import starting
 from jetkafka.errors import JetkafkaError, MissingExtra
-from jetkafka.ops._command_line import add_config_argument, print_json, resolve_config_file
+from jetkafka.ops._command_line import (
+    InvalidConfigFile,
+    add_config_argument,
+    print_errors,
+    print_json,
+    read_config_file,
+    resolve_config_file,
+)
 
 log = logging.getLogger("jetkafka.cli")
 
@@ -44,11 +51,10 @@ class _StoppedWhileStarting(BaseException):
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from jetkafka._assembly import build_channel
-    from jetkafka.config import load_config
     from jetkafka.ops._log_format import configure_logging
     from jetkafka.ops._progress import ProgressLog
 
-    config = load_config(args.config)
+    config = read_config_file(args.config)
     configure_logging(args.log_level or config.logging.level, config.logging.format, traced=config.tracing.enabled)
     channel = build_channel(config, pythonpath=args.pythonpath)
     stop = threading.Event()
@@ -104,10 +110,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     for warning in report.warnings:
         print(f"{report.source}: warning: {warning}", file=sys.stderr)
     if not report.ok:
-        for error in report.errors:
-            print(f"jetkafka: error: {error}", file=sys.stderr)
-        if len(report.errors) > 1:
-            print(f"{report.source}: {len(report.errors)} errors", file=sys.stderr)
+        print_errors(report.source, report.errors)
         return 2
     assert report.config is not None  # a report without errors holds the configuration
     ch = report.config.channel
@@ -116,12 +119,11 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_pause(args: argparse.Namespace) -> int:
-    from jetkafka.config import load_config
     from jetkafka.coordination._paths import GroupPaths
     from jetkafka.coordination._pause_markers import PauseMarkers
     from jetkafka.coordination._session import zookeeper_session
 
-    config = load_config(args.config)
+    config = read_config_file(args.config)
     with zookeeper_session(config.zookeeper) as client:
         markers = PauseMarkers(client, GroupPaths(config.channel.group))
         target = f"instance {args.instance}" if args.instance else f"group {config.channel.group}"
@@ -270,6 +272,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # A command reports the outcome of its connections itself; `run` quiets only its start.
         with starting() if args.func is not _cmd_run else nullcontext():
             return int(args.func(args))
+    except InvalidConfigFile as invalid:
+        print_errors(invalid.source, invalid.errors)
+        return 2
     except JetkafkaError as exc:
         print(f"jetkafka: error: {exc}", file=sys.stderr)
         return 2

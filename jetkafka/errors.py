@@ -49,15 +49,19 @@ class ConfigError(JetkafkaError):
     """A configuration file or dict is invalid.
 
     ``source`` is the file (or ``<dict>``), ``key_path`` the dotted key (``channel.threads``),
-    ``problem`` what is wrong and ``fix`` what to change.
+    ``problem`` what is wrong and ``fix`` what to change. ``line`` is the line of the file the
+    key is written on (None when it is not written there, or the data came from a dict); the
+    message then starts ``FILE:LINE:``.
     """
 
-    def __init__(self, source: str, key_path: str, problem: str, fix: str = "") -> None:
+    def __init__(self, source: str, key_path: str, problem: str, fix: str = "", line: int | None = None) -> None:
         self.source = source
         self.key_path = key_path
         self.problem = problem
         self.fix = fix
-        where = f"{source}: {key_path}: " if key_path else f"{source}: "
+        self.line = line
+        place = source if line is None else f"{source}:{line}"
+        where = f"{place}: {key_path}: " if key_path else f"{place}: "
         message = where + problem
         if fix:
             message += f"\n  fix: {fix}"

@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from tests.support.channels import channel_config, values, wait_until
-from tests.support.processes import REPO
+from tests.support.processes import REPO, Member
 
 
 def jetkafka(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -31,6 +31,78 @@ def test_invalid_config_is_one_message_without_traceback(tmp_path: Path) -> None
         assert done.returncode == 2
         assert "Traceback" not in done.stderr
         assert str(path) in done.stderr and "channel.thread" in done.stderr and "threads" in done.stderr
+
+
+THREE_MISTAKES = """\
+zookeeper:
+  connect: '127.0.0.1:1'
+kafka:
+  bootstrap.servers: 'x:1'
+channel:
+  topics: [t]
+  coordinator: dynamc
+  threads: four
+  group: g
+  batch_max_evnts: 10
+"""
+
+
+def test_validate_and_run_list_every_error_in_the_order_of_the_file(tmp_path: Path) -> None:
+    # The schema checks channel's keys in another order (threads before coordinator, unknown keys first).
+    path = tmp_path / "bad.yaml"
+    path.write_text(THREE_MISTAKES)
+    for command in ("validate", "run"):
+        done = jetkafka(command, str(path))
+        assert done.returncode == 2, command
+        blocks = [line for line in done.stderr.splitlines() if line.startswith("jetkafka: error: ")]
+        assert blocks == [
+            (
+                f"jetkafka: error: {path}:7: channel.coordinator: 'dynamc' is not one of dynamic, fixed-count, "
+                "static. Did you mean 'dynamic'?"
+            ),
+            f"jetkafka: error: {path}:8: channel.threads: expected an integer, got 'four' (a string)",
+            f"jetkafka: error: {path}:10: channel.batch_max_evnts: unknown key. Did you mean 'batch_max_events'?",
+        ], (command, done.stderr)
+        assert done.stderr.endswith(f"{path}: 3 errors\n"), (command, done.stderr)
+
+
+def test_a_processor_that_cannot_be_built_is_reported_at_its_line(tmp_path: Path) -> None:
+    (tmp_path / "my_indexer.py").write_text(
+        "from jetkafka.processors._base import BatchEventProcessor\n\n"
+        "class Indexer(BatchEventProcessor):\n"
+        "    def __init__(self, index: str) -> None:\n"
+        "        self.index = index\n\n"
+        "    def on_next_batch(self, source, events):\n"
+        "        return None\n"
+    )
+    head = "zookeeper: {connect: '127.0.0.1:1'}\nkafka: {bootstrap.servers: 'x:1'}\nchannel: {group: g, topics: [t]}\n"
+    cases = [
+        ("processor:\n  class: my_indexr:Indexer\n", "5: processor.class: 'my_indexr:Indexer': module 'my_indexr' not found"),
+        ("processor:\n  class: my_indexer:Indexr\n", "5: processor.class: 'my_indexer:Indexr': 'my_indexer' has no attribute"),
+        (
+            "processor:\n  class: my_indexer:Indexer\n  options:\n    indx: orders\n",
+            "6: processor.options: Indexer does not accept option(s) 'indx'",
+        ),
+        (
+            # Without options: reported at the line of the section, as a missing key is.
+            (
+                "processor: {class: my_indexer:Indexer, options: {index: o}}\n"
+                "recovery:\n  max_partition_lag: 10\n  processor:\n    class: my_indexer:Indexer\n"
+            ),
+            "7: recovery.processor.options: Indexer needs option(s) 'index'",
+        ),
+    ]
+    for section, expected in cases:
+        path = tmp_path / "c.yaml"
+        path.write_text(head + section)
+        commands = [("validate", str(path), "--pythonpath", str(tmp_path))]
+        if "recovery" not in section:  # run builds the recovery processor only once started
+            commands.append(("run", str(path), "--pythonpath", str(tmp_path)))
+        for args in commands:
+            done = jetkafka(*args)
+            assert done.returncode == 2, (args, done.stderr)
+            assert done.stderr.startswith(f"jetkafka: error: {path}:{expected}"), (args, done.stderr)
+            assert "Traceback" not in done.stderr
 
 
 def test_validate_accepts_the_shipped_examples() -> None:
@@ -99,6 +171,48 @@ def test_second_interrupt_exits_at_once_without_committing(
             proc.kill()
     # The batch in hand was not committed: the offset is still the start offset.
     assert zk.get(f"/consumers/g/offsets/{topic}/0")[0] == b"0"
+
+
+def test_a_run_from_start_to_stop_as_its_log_tells_it(tmp_path: Path, zk_connect, kafka_config, topic_factory, produce) -> None:
+    """One instance that never moves a partition: its stop counts one rebalance (the start),
+    it deregisters once, and its hot deploy runs on a thread named for it."""
+    import json
+
+    topic = topic_factory(partitions=2)
+    produce(topic, values(10, 2))
+    out = tmp_path / "out"
+    config = channel_config(zk_connect, kafka_config, [topic], rebalance_interval_s=1)
+    config["processor"] = {"class": "tests.support.recording:FileRecorder", "options": {"path": str(out)}}
+    config["logging"] = {"format": "json", "progress_interval_s": 0}
+    member = Member(tmp_path, "a", config)
+    try:
+        wait_until(lambda: out.exists() and len(out.read_text().splitlines()) == 10, what="10 events processed")
+        time.sleep(3.5)  # three ticks of the rebalance timer, and the owner watches' rebalances, that change nothing
+        config["channel"]["batch_max_events"] = 50  # applied in place
+        member.config_path.write_text(yaml.safe_dump(config))
+        wait_until(lambda: "changed: in-place" in member.log(), what="the hot deploy")
+        assert member.terminate() == 0
+    finally:
+        member.stop_quietly()
+    records = [json.loads(line) for line in member.log().splitlines() if line.startswith("{")]
+    messages = [r["message"] for r in records]
+    [applied] = [r for r in records if "changed: in-place" in r["message"]]
+    assert applied["thread"] == "jetkafka-hot-deploy"
+    [stopped] = [m for m in messages if m.startswith("channel g stopped: ")]
+    assert ", 1 rebalances, " in stopped, stopped
+    assert len([m for m in messages if m.startswith("deregistered consumer ")]) == 1, messages
+    assert len([m for m in messages if m.startswith("registered consumer ")]) == 1, messages
+
+
+def test_a_start_that_never_registered_does_not_deregister(tmp_path: Path, zk_connect, kafka_config) -> None:
+    config = channel_config(zk_connect, kafka_config, ["no-such-topic-here"])
+    config["processor"] = {"class": "tests.support.recording:FileRecorder", "options": {"path": str(tmp_path / "o")}}
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(config))
+    done = jetkafka("run", str(path), "--pythonpath", str(REPO))
+    assert done.returncode == 2
+    assert "no-such-topic-here" in done.stderr
+    assert "registered consumer" not in done.stderr, done.stderr
 
 
 # -- options: --version, where the configuration file comes from, reset targets ---------------------------------
@@ -244,3 +358,18 @@ def test_output_into_a_closed_pipe_ends_without_a_traceback(tmp_path: Path) -> N
         assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, (args, done.stderr)
         # argparse drops a failed write of --help itself; a command's output ends with SIGPIPE's status.
         assert done.returncode == (0 if args == ("--help",) else 141), (args, done.returncode)
+
+
+def test_the_java_jetkafka_dev_needs_is_the_one_the_readme_names() -> None:
+    import pytest
+
+    pytest.importorskip("jetkafka.devstack", exc_type=ImportError)  # without the extra, `dev` names the extra instead
+    import re
+
+    help_text = " ".join(jetkafka_cli("dev", "--help").stdout.split())
+    readme = " ".join((REPO / "README.md").read_text().split())
+    # ZooKeeper 3.9's jars are Java 8 bytecode: 11 runs them; Spark 4 (not started by `dev`) needs 17.
+    assert "ZooKeeper (from pyspark's jars; needs Java 11 or newer)" in help_text, help_text
+    assert "Java 17" not in help_text.split("Spark")[0]
+    assert "the dev stack's ZooKeeper alone runs on Java 11 or newer" in readme
+    assert re.search(r"17 or newer for Spark", readme)

@@ -170,7 +170,7 @@ def test_a_configured_processor_whose_extra_is_missing_fails_validation(
     path.write_text(config_text(class_path))
     done = run_cli_without(missing, command, str(path))
     assert done.returncode == 2
-    assert done.stderr == f"jetkafka: error: {path}: processor.class: '{class_path}': {message}\n"
+    assert done.stderr == f"jetkafka: error: {path}:4: processor.class: '{class_path}': {message}\n"
 
 
 def test_a_user_processor_importing_spark_without_the_extra_gets_the_same_message(tmp_path: Path) -> None:
@@ -194,7 +194,7 @@ def test_a_user_processor_importing_spark_without_the_extra_gets_the_same_messag
     """, str(tmp_path))
     assert done.returncode == 0, done.stderr
     assert done.stdout == (
-        "processor.class 'my_spark_job:Job': jetkafka.spark needs pyspark, which is not installed\n"
+        "<dict>: processor.class: 'my_spark_job:Job': jetkafka.spark needs pyspark, which is not installed\n"
         "  fix: pip install 'jetkafka[spark]'\n"
     )
 

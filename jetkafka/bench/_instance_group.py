@@ -48,7 +48,7 @@ class SteadyProducer:
         self._topic, self._partitions, self._rate = topic, partitions, rate
         self._stop = threading.Event()
         self.sent = 0
-        self._thread = threading.Thread(target=self._run, name="bench-producer", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="jetkafka-bench-producer", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:

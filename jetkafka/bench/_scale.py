@@ -82,11 +82,11 @@ def balance(cluster: BenchCluster, topic: str, partitions: int, n: int) -> dict[
         before = cluster.zk_counters()
         started = time.perf_counter()
         # Sessions first (a process connects before it joins), then every channel joins at once.
-        with ThreadPoolExecutor(n) as pool:
+        with ThreadPoolExecutor(n, thread_name_prefix="jetkafka-bench-connect") as pool:
             list(pool.map(lambda s: s.start(), sessions))
         counters = [CountingClient(s.client) for s in sessions]
         joined = time.perf_counter()
-        with ThreadPoolExecutor(n) as pool:
+        with ThreadPoolExecutor(n, thread_name_prefix="jetkafka-bench-join") as pool:
             list(pool.map(lambda ch: ch.start(), channels))
         while True:
             counts = [len(ch.owned_partitions()) for ch in channels]
@@ -158,7 +158,7 @@ def balance(cluster: BenchCluster, topic: str, partitions: int, n: int) -> dict[
             )
         return row
     finally:
-        with ThreadPoolExecutor(n) as pool:
+        with ThreadPoolExecutor(n, thread_name_prefix="jetkafka-bench-leave") as pool:
             list(pool.map(lambda ch: ch.shutdown(timeout=30), channels))
         for session in sessions:
             if session.running:

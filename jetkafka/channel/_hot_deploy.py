@@ -150,7 +150,10 @@ class ConfigWatcher:
         self._lock = threading.Lock()
         _quiet_the_stop_race()
         self._observer = Observer()
+        self._observer.name = "jetkafka-config-watch"
         self._observer.schedule(_FileEvents(self.path, self._schedule), str(self.path.parent), recursive=False)
+        for emitter in self._observer.emitters:  # watchdog's reader of the directory's events
+            emitter.name = "jetkafka-config-events"
 
     def start(self) -> None:
         self._observer.start()
@@ -174,6 +177,7 @@ class ConfigWatcher:
             if self._timer is not None:
                 self._timer.cancel()
             self._timer = threading.Timer(self.DEBOUNCE_S, self._reload)
+            self._timer.name = "jetkafka-hot-deploy"  # it reads the file and applies the change
             self._timer.daemon = True
             self._timer.start()
 

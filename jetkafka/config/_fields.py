@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from jetkafka.errors import JetkafkaError
+from jetkafka.errors import ConfigError, JetkafkaError
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -142,3 +143,43 @@ def join_path(parent: str, key: object) -> str:
     if isinstance(key, int) and not isinstance(key, bool):
         return f"{parent}[{key}]"
     return f"{parent}.{key}" if parent else str(key)
+
+
+_LAST_STEP = re.compile(r"(\[\d+\]|\.[^.\[]*)$")
+
+
+def line_of(lines: Mapping[str, int], key_path: str) -> int | None:
+    """The line ``key_path`` is written on, else that of the closest section around it that is
+    written (a missing key: its section's line); None when nothing of it is in the file."""
+    path = key_path
+    while path:
+        line = lines.get(path)
+        if line is not None:
+            return line
+        shorter = _LAST_STEP.sub("", path)
+        if shorter == path:
+            return None
+        path = shorter
+    return None
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a section was written: the file, the section's dotted path, the lines of its keys.
+
+    Kept by a section that is used after the file was read (the processor is built when the
+    channel starts), so that what goes wrong then is reported like a configuration error:
+    ``FILE:LINE: processor.options: ...``. A section built in Python has no file: its messages
+    name the key alone.
+    """
+
+    source: str | None = None
+    path: str = ""
+    lines: FrozenMap[str, int] = field(default_factory=FrozenMap)
+
+    def message(self, key: str, problem: str, fix: str = "") -> str:
+        """The text of a :class:`~jetkafka.errors.ConfigError` about ``key`` of this section."""
+        full = join_path(self.path, key) if key else self.path
+        if self.source is None:
+            return (f"{full}: {problem}" if full else problem) + (f"\n  fix: {fix}" if fix else "")
+        return str(ConfigError(self.source, full, problem, fix, line_of(self.lines, full)))

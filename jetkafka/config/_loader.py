@@ -12,6 +12,7 @@ and never the other way round.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -20,7 +21,7 @@ from typing import Any, TypeVar
 import yaml
 
 from jetkafka.config._describe import yaml_type
-from jetkafka.config._fields import Invalid, is_secret, join_path
+from jetkafka.config._fields import Invalid, is_secret, join_path, line_of
 from jetkafka.config._interpolate import interpolate
 from jetkafka.config._validate import SectionInvalid, Walker
 from jetkafka.errors import ConfigError
@@ -37,10 +38,11 @@ def load_as(
 
     ``env`` replaces ``os.environ`` for ``${VAR}`` references (tests, embedding).
     """
-    source = os.fspath(path)
-    text = _read(source)
-    data = _parse_yaml(text, source)
-    return parse_as(root, data, source, env=env)
+    config, errors = check_as(root, path, env)
+    if errors:
+        raise errors[0]  # the first in file order
+    assert config is not None  # no errors: a configuration
+    return config
 
 
 def check_as(
@@ -48,16 +50,20 @@ def check_as(
 ) -> tuple[Root | None, list[ConfigError]]:
     """Like :func:`load_as`, but every error of the file instead of the first.
 
-    Returns the configuration and no errors, or None and each wrong key's error in file order
-    (one error when the file cannot be read or parsed as YAML, or a ``${VAR}`` is unset).
+    Returns the configuration and no errors, or None and each wrong key's error in the order
+    of the file's lines, each naming its line (one error when the file cannot be read or parsed
+    as YAML, or a ``${VAR}`` is unset). An error about a key the file lacks names the line of
+    its section, or none when the section is missing too: those come last.
     """
     errors: list[ConfigError] = []
     try:
         source = os.fspath(path)
-        data = _parse_yaml(_read(source), source)
-        return parse_as(root, data, source, env=env, errors=errors), []
+        text = _read(source)
+        data = _parse_yaml(text, source)
+        return parse_as(root, data, source, env=env, errors=errors, lines=key_lines(text)), []
     except SectionInvalid:
-        return None, errors
+        # The walk goes section by section in the schema's order; the file's order is the reader's.
+        return None, sorted(errors, key=lambda e: e.line if e.line is not None else math.inf)
     except ConfigError as exc:
         return None, [exc]
 
@@ -68,6 +74,7 @@ def parse_as(
     source: str = "<dict>",
     env: Mapping[str, str] | None = None,
     errors: list[ConfigError] | None = None,
+    lines: Mapping[str, int] | None = None,
 ) -> Root:
     """Validate already-parsed data (what ``yaml.safe_load`` returns) into the dataclass ``root``.
 
@@ -75,6 +82,7 @@ def parse_as(
     the same result. ``root`` must have a ``source`` field: it is set to ``source``.
     With ``errors`` (a list), the walk collects into it and raises
     :class:`~jetkafka.config._validate.SectionInvalid` at the end (see :class:`Walker`).
+    ``lines`` (from :func:`key_lines`) gives each error the line of its key.
     """
     if data is None:
         raise ConfigError(source, "", "the configuration is empty (or holds only comments)", _START_HINT)
@@ -89,8 +97,8 @@ def parse_as(
     try:
         resolved = interpolate(data, os.environ if env is None else env)
     except Invalid as exc:
-        raise ConfigError(source, exc.key, exc.problem, exc.fix) from None
-    config = Walker(source, root, errors).build(root, resolved)
+        raise ConfigError(source, exc.key, exc.problem, exc.fix, line_of(lines or {}, exc.key)) from None
+    config = Walker(source, root, errors, lines).build(root, resolved)
     return dataclasses.replace(config, source=source)  # type: ignore[no-any-return]
 
 
@@ -118,6 +126,43 @@ def _to_data(value: Any, path: str, mask: bool) -> Any:
     if isinstance(value, (tuple, list)):
         return [_to_data(v, join_path(path, i), mask) for i, v in enumerate(value)]
     return value
+
+
+def key_lines(text: str) -> dict[str, int]:
+    """The line (from 1) each key and list item of ``text`` is written on, by its dotted path
+    as error messages write it (``channel.topics[0]``, ``kafka.fetch.max.bytes``).
+
+    Keys brought in by a YAML merge (``<<: *base``) are left out: their errors name the line of
+    the mapping they were merged into.
+    """
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return {}
+    lines: dict[str, int] = {}
+    walking: set[int] = set()  # an alias may refer to a node that holds it
+
+    def walk(node: yaml.Node, path: str) -> None:
+        if id(node) in walking:
+            return
+        walking.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+                    continue
+                sub = join_path(path, key.value)
+                lines.setdefault(sub, key.start_mark.line + 1)
+                walk(value, sub)
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                sub = join_path(path, index)
+                lines.setdefault(sub, item.start_mark.line + 1)
+                walk(item, sub)
+        walking.discard(id(node))
+
+    if root is not None:
+        walk(root, "")
+    return lines
 
 
 def _read(source: str) -> str:

@@ -26,7 +26,7 @@ from jetkafka.config._checks import (
     check_spark_remote,
     check_topic,
 )
-from jetkafka.config._fields import FrozenMap, Invalid, freeze, spec
+from jetkafka.config._fields import FrozenMap, Invalid, Origin, freeze, spec
 from jetkafka.config._loader import check_as, load_as, parse_as
 from jetkafka.errors import ConfigError
 
@@ -321,6 +321,14 @@ class ProcessorConfig:
     options: Mapping[str, Any] = field(
         default_factory=FrozenMap,
         metadata=spec("keyword arguments for the class constructor", example="{}"),
+    )
+    # Set by the loader: a processor that cannot be built is reported at its place in the file.
+    # Not compared, so a hot deploy of an edit above the section does not rebuild the processor.
+    origin: Origin = field(
+        default_factory=lambda: Origin(path="processor"),
+        compare=False,
+        repr=False,
+        metadata=spec("where the section was written", yaml=False),
     )
 
     def __post_init__(self) -> None:

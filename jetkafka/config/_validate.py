@@ -33,7 +33,7 @@ from jetkafka.config._describe import (
     yaml_scalar,
     yaml_type,
 )
-from jetkafka.config._fields import FrozenMap, Invalid, is_secret, join_path
+from jetkafka.config._fields import FrozenMap, Invalid, Origin, is_secret, join_path, line_of
 from jetkafka.config._interpolate import Interpolated
 from jetkafka.errors import ConfigError, JetkafkaError
 
@@ -48,12 +48,22 @@ class Walker:
 
     Without ``errors`` the first error is raised; with a list, errors are appended to it and
     :class:`SectionInvalid` is raised out of the root once the whole data has been walked.
+    With ``lines`` (dotted key path to line, from the file), each error names its key's line,
+    and a section with an ``origin`` field is given its :class:`~jetkafka.config._fields.Origin`.
     """
 
-    def __init__(self, source: str, root: type, errors: list[ConfigError] | None = None) -> None:
+    def __init__(
+        self,
+        source: str,
+        root: type,
+        errors: list[ConfigError] | None = None,
+        lines: Mapping[str, int] | None = None,
+    ) -> None:
         self.source = source
         self.root = root
         self.errors = errors
+        # Dotted key path -> line of the file; empty for data that came from a dict.
+        self.lines: Mapping[str, int] = lines or {}
 
     def _collect(self, exc: ConfigError) -> None:
         """Record ``exc`` when collecting; raise it otherwise."""
@@ -62,7 +72,7 @@ class Walker:
         self.errors.append(exc)
 
     def error(self, path: str, problem: str, fix: str = "") -> ConfigError:
-        return ConfigError(self.source, path, problem, fix)
+        return ConfigError(self.source, path, problem, fix, line_of(self.lines, path))
 
     # -- sections ---------------------------------------------------------------------------
 
@@ -99,9 +109,17 @@ class Walker:
         if failed:
             raise SectionInvalid(path)
         try:
-            return cls(**kwargs)
+            section = cls(**kwargs)
         except Invalid as exc:
             raise self.error(join_path(path, exc.key) if exc.key else path, exc.problem, exc.fix) from None
+        if "origin" in _init_fields(cls):
+            section = dataclasses.replace(section, origin=self._origin(path))
+        return section
+
+    def _origin(self, path: str) -> Origin:
+        inside = (path + ".", path + "[") if path else ("",)
+        lines = {p: n for p, n in self.lines.items() if p == path or p.startswith(inside)}
+        return Origin(self.source, path, FrozenMap(lines))
 
     def _check_key(self, cls: type, path: str, key: Any, fields: Mapping[str, Any]) -> None:
         if not isinstance(key, str):
@@ -371,6 +389,11 @@ class Walker:
 @cache
 def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
+
+
+@cache
+def _init_fields(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(cls) if f.init)
 
 
 @cache

@@ -135,6 +135,7 @@ class GroupMembership:
         self._started = _started_at(consumer_id)
         # Set by the consumers watch: a plan being carried out is stale (see _rebalance_topic).
         self._members_changed = threading.Event()
+        self._lost_with_session = False  # partitions went with an expired session: see _rebalance
         self._ids_watch: ChildrenWatch | None = None
         self._owner_watches: dict[str, Callable[[WatchedEvent], None]] = {}
 
@@ -257,8 +258,6 @@ class GroupMembership:
         self._session.request_rebalance(self, "timer", self.config.rebalance_interval_s)
         if not self._session.connected:
             return
-        if self._on_rebalance is not None:
-            self._on_rebalance(reason_label(reason))
         self._members_changed.clear()  # before reading the members the plan is made for
         consumers = self.registry.live()
         if self.consumer_id not in consumers:
@@ -266,19 +265,30 @@ class GroupMembership:
             self.registry.register(self.info())
             consumers = self.registry.live()
         counts = self._holder.partition_counts(self.config.topics, missing_ok=True)
-        for topic in self.config.topics:
-            if topic in counts:
-                self._rebalance_topic(topic, counts[topic], consumers, reason)
-            else:
-                self._topic_gone(topic)
+        # Counted only when this member's partitions changed: most runs (the timer's every
+        # rebalance_interval_s) only confirm the plan, and counting them made the figure useless.
+        # A new session counts: the partitions of the old one were lost with it.
+        changed = reason == "new session" and self._lost_with_session
+        self._lost_with_session = False
+        try:
+            for topic in self.config.topics:
+                if topic in counts:
+                    changed |= self._rebalance_topic(topic, counts[topic], consumers, reason)
+                else:
+                    changed |= self._topic_gone(topic)
+        finally:  # a run that ZooKeeper interrupts after taking or releasing counts too
+            if changed and self._on_rebalance is not None:
+                self._on_rebalance(reason_label(reason))
 
-    def _rebalance_topic(self, topic: str, count: int, consumers: Mapping[str, ConsumerInfo], reason: str) -> None:
+    def _rebalance_topic(self, topic: str, count: int, consumers: Mapping[str, ConsumerInfo], reason: str) -> bool:
+        """Carry out this member's plan for ``topic``; True when it took, released or lost a
+        partition of it."""
         # Watch-driven rebalances re-read only owner nodes the listing cannot vouch for; the
         # timer reads all.
         owners: Mapping[int, str] = self.ownership.owners(
             topic, reuse=reason != "timer", watch=self._owner_watches.get(topic)
         )
-        self._check_leases(topic, owners)
+        changed = self._check_leases(topic, owners)
         owners = self._delete_orphans(topic, owners)
         plan, claims = assignment.plan_topic(self.info(), topic, count, consumers, owners)
         to_release = self._leases.start_releasing((topic, p) for p in plan.release)
@@ -305,6 +315,7 @@ class GroupMembership:
             if taken:
                 log.info("rebalance (%s): took %s", reason, _fmt([lease.key for lease in taken]))
                 self._hand_over(taken)
+        return changed or bool(to_release) or bool(taken)
 
     def _log_release(
         self, reason: str, topic: str, keys: list[Key], claims: assignment.Claims, count: int
@@ -352,7 +363,7 @@ class GroupMembership:
             self.finish_release(lease.key, lease)
         self._leases.forget_adopting(left)
 
-    def _topic_gone(self, topic: str) -> None:
+    def _topic_gone(self, topic: str) -> bool:
         held = self._leases.start_releasing(self._leases.held_keys(topic))
         if held:
             log.error(
@@ -361,6 +372,7 @@ class GroupMembership:
                 _fmt(held),
             )
             self._holder.release_requested(held, f"topic {topic} deleted")
+        return bool(held)
 
     def _delete_orphans(self, topic: str, owners: Mapping[int, str]) -> Mapping[int, str]:
         """Owner nodes naming this consumer that no hold accounts for (a take whose answer
@@ -373,10 +385,11 @@ class GroupMembership:
         self.ownership.delete_unaccounted(topic, orphans)
         return {p: owner for p, owner in owners.items() if p not in orphans}
 
-    def _check_leases(self, topic: str, owners: Mapping[int, str]) -> None:
+    def _check_leases(self, topic: str, owners: Mapping[int, str]) -> bool:
         gone = self._leases.drop_not_owned(topic, owners, self.consumer_id)
         if gone:
             self._holder.partitions_lost(gone, "owner node no longer ours")
+        return bool(gone)
 
     # -- from the channel --------------------------------------------------------------------
 
@@ -465,6 +478,7 @@ class GroupMembership:
 
     def session_lost(self) -> None:
         keys = self._leases.expire()  # the owner nodes went with the session
+        self._lost_with_session |= bool(keys)  # the next session's first rebalance counts
         if keys:
             self._holder.partitions_lost(keys, "ZooKeeper session expired")
 

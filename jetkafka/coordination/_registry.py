@@ -115,6 +115,8 @@ class ConsumerRegistry:
     def __init__(self, client: KazooClient, paths: GroupPaths) -> None:
         self._client = client
         self._paths = paths
+        # The ids this registry registered and has not deregistered: only those are deleted.
+        self._registered: set[str] = set()
 
     def register(self, info: ConsumerInfo) -> None:
         path = self._paths.consumer(info.consumer_id)
@@ -138,16 +140,24 @@ class ConsumerRegistry:
             except NoNodeError:
                 pass
             self._client.create(path, info.to_json(), ephemeral=True)
+        self._registered.add(info.consumer_id)
         log.info("registered consumer %s in group %s", info.consumer_id, self._paths.group)
 
     def update(self, info: ConsumerInfo) -> None:
         self._client.set(self._paths.consumer(info.consumer_id), info.to_json())
 
     def deregister(self, consumer_id: str) -> None:
+        """Delete the registration of ``consumer_id``, once, if this registry made it: a start
+        that failed before registering, or a second call (leaving the group, then stopping),
+        deletes nothing and logs nothing; nor does a registration gone with its session."""
+        if consumer_id not in self._registered:
+            return
+        self._registered.discard(consumer_id)
         try:
             self._client.delete(self._paths.consumer(consumer_id))
         except NoNodeError:
-            pass
+            log.debug("consumer %s: registration already gone (with its session)", consumer_id)
+            return
         log.info("deregistered consumer %s from group %s", consumer_id, self._paths.group)
 
     def live(self) -> dict[str, ConsumerInfo]:

@@ -26,8 +26,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "dev",
         help="run a local ZooKeeper and Kafka-protocol broker for development and tests",
         description=(
-            "Run a local ZooKeeper (from pyspark's jars, needs Java 17+) and a Kafka-protocol "
-            "broker (noida-db, the devstack extra) in the background. State, data and logs "
+            "Run a local ZooKeeper (from pyspark's jars; needs Java 11 or newer) and a Kafka-protocol "
+            "broker (noida-db, the devstack extra) in the background; nothing else (Spark, which "
+            "needs Java 17, is not started). State, data and logs "
             f"live in --state-dir (default: ${STATE_DIR_ENV} or ./.jetkafka/devstack)."
         ),
     )

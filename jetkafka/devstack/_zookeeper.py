@@ -76,8 +76,8 @@ def find_java() -> str:
     if found:
         return found
     raise DevStackError(
-        "java not found on PATH: install a Java 17+ runtime "
-        "(e.g. apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
+        "java not found on PATH: install a Java runtime, 11 or newer for ZooKeeper (17 or newer "
+        "to run Spark too: apt-get install openjdk-17-jre-headless), or set JAVA_HOME"
     )
 
 

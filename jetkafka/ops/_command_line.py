@@ -18,19 +18,23 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Sequence
 from typing import Any
 
-from jetkafka.config import JetkafkaConfig, load_config
+from jetkafka.config import JetkafkaConfig, check_config
 from jetkafka.errors import JetkafkaError
 
 __all__ = [
     "CONFIG_ENV",
+    "InvalidConfigFile",
     "add_config_argument",
     "add_config_options",
     "add_topic_option",
     "load_command_config",
     "partition_numbers",
+    "print_errors",
     "print_json",
+    "read_config_file",
     "resolve_config_file",
 ]
 
@@ -104,7 +108,39 @@ def load_command_config(args: argparse.Namespace) -> JetkafkaConfig:
     logging.basicConfig(level=getattr(logging, args.log_level), format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("jetkafka.librdkafka").setLevel(logging.ERROR)
     logging.getLogger("jetkafka.zookeeper").setLevel(logging.ERROR)
-    return load_config(args.config)
+    return read_config_file(args.config)
+
+
+class InvalidConfigFile(JetkafkaError):
+    """A configuration file with errors; ``errors`` holds every one, in the order of the file.
+
+    The main program prints each as a message of its own (:func:`print_errors`), as
+    ``jetkafka validate`` does.
+    """
+
+    def __init__(self, source: str, errors: Sequence[JetkafkaError]) -> None:
+        self.source = source
+        self.errors = list(errors)
+        super().__init__("\n".join(str(error) for error in self.errors))
+
+
+def read_config_file(path: str | os.PathLike[str]) -> JetkafkaConfig:
+    """The configuration at ``path``; :class:`InvalidConfigFile` with every error of the file,
+    not only the first (a user fixes them all in one go)."""
+    config, errors = check_config(path)
+    if errors:
+        raise InvalidConfigFile(os.fspath(path), errors)
+    assert config is not None  # no errors: a configuration
+    return config
+
+
+def print_errors(source: str, errors: Sequence[JetkafkaError]) -> None:
+    """Each error as one ``jetkafka: error:`` block on stderr, then ``FILE: N errors`` when
+    there are several."""
+    for error in errors:
+        print(f"jetkafka: error: {error}", file=sys.stderr)
+    if len(errors) > 1:
+        print(f"{source}: {len(errors)} errors", file=sys.stderr)
 
 
 def print_json(data: Any) -> None:

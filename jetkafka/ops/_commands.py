@@ -82,7 +82,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
     )
     add_config_options(reset)
-    reset.add_argument("--topic", metavar="T", help="topic whose offsets to move (not with --undo: the reset's own)")
+    which = reset.add_mutually_exclusive_group()
+    which.add_argument(
+        "--topic",
+        metavar="T",
+        help="topic whose offsets to move (default: the group's topic, when channel.topics holds one; "
+        "with --undo: only this topic's part of the reset)",
+    )
+    which.add_argument(
+        "--all-topics",
+        action="store_true",
+        help="move every topic of channel.topics, each by a reset of its own with the id ID.TOPIC",
+    )
     where = reset.add_mutually_exclusive_group(required=True)
     where.add_argument(
         "--to",
@@ -203,42 +214,73 @@ def _reset_target(args: argparse.Namespace) -> Any:
 
 def cmd_offsets_reset(args: argparse.Namespace) -> int:
     from jetkafka.ops._plan import plan_reset
-    from jetkafka.ops._reset import ResetError, ResetIncomplete, ResetResult, new_command_id, reset_offsets, undo_reset
+    from jetkafka.ops._reset import (
+        ResetIncomplete,
+        ResetResult,
+        check_command_id,
+        new_command_id,
+        reset_offsets,
+        undo_reset,
+    )
+    from jetkafka.ops._reset_request import reset_request
 
-    if args.undo is None and args.topic is None:
-        raise ResetError("--topic is required (except with --undo, which resets the topic of the reset it undoes)")
+    check_command_id(args.command_id)
     config = load_command_config(args)
-    if args.topic is not None and args.topic not in config.channel.topics:
+    if args.undo is None and args.topic is not None and args.topic not in config.channel.topics:
         print(f"jetkafka: warning: {topic_not_read(config, args.topic)}", file=sys.stderr)
-    if args.undo is not None and args.topic is not None:
-        from jetkafka.coordination._paths import GroupPaths
-        from jetkafka.coordination._session import zookeeper_session
-        from jetkafka.ops._history import find_reset
-
-        with zookeeper_session(config.zookeeper) as client:
-            undone = find_reset(client, GroupPaths(config.channel.group), args.undo).topic
-        if undone != args.topic:
-            raise ResetError(f"reset {args.undo} moved topic {undone}, not {args.topic}; drop --topic or fix it")
-    if args.dry_run:
-        plan = plan_reset(config, args.topic, _reset_target(args), args.partitions, undo=args.undo)
-        _print_plan(plan, args.json)
-        return 0
     command_id = args.command_id or new_command_id()
+    request = reset_request(
+        config, command_id, topic=args.topic, all_topics=args.all_topics, undo=args.undo, partitions=args.partitions
+    )
+    if args.dry_run:
+        plans = [plan_reset(config, p.topic, _reset_target(args), args.partitions, undo=p.undo) for p in request.parts]
+        _print_plans(plans, request.several, args.json)
+        return 0
     # Printed first: whoever interrupts the command needs the id to continue it.
     print(f"reset {command_id}: if interrupted, repeat the command with --id {command_id} to continue it", file=sys.stderr)
-    try:
-        result: ResetResult
-        if args.undo is not None:
-            result = undo_reset(config, args.undo, args.partitions, timeout=args.timeout, command_id=command_id)
-        else:
-            result = reset_offsets(
-                config, args.topic, _reset_target(args), args.partitions, timeout=args.timeout, command_id=command_id
+    as_list = request.several and args.json  # one JSON object for every topic, at the end
+    results: list[ResetResult] = []
+    incomplete: ResetIncomplete | None = None
+    for part in request.parts:
+        try:
+            # A part is continued by repeating the whole command: its messages name command_id.
+            if part.undo is not None:
+                result = undo_reset(
+                    config, part.undo, args.partitions, args.timeout, part.command_id, repeat_id=command_id
+                )
+            else:
+                assert part.topic is not None  # a reset's part names its topic
+                result = reset_offsets(
+                    config,
+                    part.topic,
+                    _reset_target(args),
+                    args.partitions,
+                    args.timeout,
+                    part.command_id,
+                    repeat_id=command_id,
+                )
+            results.append(result)
+        except ResetIncomplete as exc:
+            results.append(exc.result)
+            incomplete = exc
+        if not as_list:
+            _print_reset(results[-1], args.json)
+        if incomplete is not None:
+            break
+    if as_list:
+        print_json({"command_id": command_id, "resets": [r.to_dict() for r in results]})
+    if incomplete is not None:
+        print(f"jetkafka: error: {incomplete}", file=sys.stderr)
+        left = len(request.parts) - len(results)
+        if left:
+            print(
+                f"jetkafka: {left} more topic(s) not started; repeat the command with --id {command_id} to finish "
+                "this one and move them",
+                file=sys.stderr,
             )
-    except ResetIncomplete as exc:
-        _print_reset(exc.result, args.json)
-        print(f"jetkafka: error: {exc}", file=sys.stderr)
         return EXIT_INCOMPLETE
-    _print_reset(result, args.json)
+    if request.several and not args.json:
+        print(f"all {len(results)} topic(s) done; undo them together with: jetkafka offsets reset --undo {command_id}")
     return 0
 
 
@@ -268,19 +310,20 @@ def _print_reset(result: Any, as_json: bool) -> None:
         print(f"recorded in the offsets history; undo with: jetkafka offsets reset --undo {result.command_id}")
 
 
-def _print_plan(plan: Any, as_json: bool) -> None:
+def _print_plans(plans: list[Any], several: bool, as_json: bool) -> None:
     from jetkafka.ops._tables import format_table
 
     if as_json:
-        print_json(plan.to_dict())
+        print_json({"dry_run": True, "plans": [p.to_dict() for p in plans]} if several else plans[0].to_dict())
         return
-    print(f"dry run, nothing changed: {plan.topic} to {plan.to}")
-    rows = [(m.partition, m.old, m.new, m.by) for m in plan.moves]
-    for line in format_table(("PARTITION", "OLD", "NEW", "APPLIED BY"), rows, right={0, 1, 2}):
-        print("  " + line)
-    for m in plan.moves:
-        if m.note:
-            print(f"  note: partition {m.partition}: {m.note}")
+    for plan in plans:
+        print(f"dry run, nothing changed: {plan.topic} to {plan.to}")
+        rows = [(m.partition, m.old, m.new, m.by) for m in plan.moves]
+        for line in format_table(("PARTITION", "OLD", "NEW", "APPLIED BY"), rows, right={0, 1, 2}):
+            print("  " + line)
+        for m in plan.moves:
+            if m.note:
+                print(f"  note: partition {m.partition}: {m.note}")
     print("run it without --dry-run to apply it; the targets are computed again then")
 
 

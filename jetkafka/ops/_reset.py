@@ -86,6 +86,8 @@ log = logging.getLogger(__name__)
 
 FINISHED_TTL_S = 7 * 24 * 3600
 _ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+# One topic's part of a reset of several topics: <id>.<topic> (a topic name has up to 249 of these).
+_PART_ID = re.compile(r"[A-Za-z0-9._-]{1,64}\.[A-Za-z0-9._-]{1,249}")
 
 
 # -- the command process -----------------------------------------------------------------------------
@@ -111,6 +113,7 @@ class ResetRun:
         command_id: str,
         on_partition_moved: Callable[[int, int], None] | None = None,
         before: dict[int, int] | None = None,
+        repeat_id: str | None = None,
     ) -> None:
         self.client = client
         self.broker = broker
@@ -120,6 +123,9 @@ class ResetRun:
         self.partitions = partitions
         self.timeout = timeout
         self.id = command_id
+        # What to repeat the command with to continue it: a part of a reset of several topics
+        # is continued by repeating the whole command, with its id.
+        self.repeat_id = repeat_id or command_id
         self.path = command_path(self.paths, command_id)
         self.owner_id = f"reset-{command_id}"
         self.by = f"{who_runs_this()} pid {os.getpid()}"
@@ -210,7 +216,7 @@ class ResetRun:
             # Every partition is moved (markers are final), but the command changed under us.
             raise ResetError(
                 f"reset {self.id}: every partition moved, but the command was changed by another process "
-                f"before it was marked done ({results}); repeat it with --id {self.id} to record it"
+                f"before it was marked done ({results}); repeat it with --id {self.repeat_id} to record it"
             )
         trim_history(self.client, self.paths)
 
@@ -446,7 +452,9 @@ class ResetRun:
             )
         ]
         lines += [f"  {self.topic}[{p}]: {why}" for p, why in sorted(result.pending.items())]
-        lines.append(f"  fix: repeat the same command with --id {self.id} to finish it (done partitions are skipped)")
+        lines.append(
+            f"  fix: repeat the same command with --id {self.repeat_id} to finish it (done partitions are skipped)"
+        )
         return "\n".join(lines)
 
     # -- housekeeping --------------------------------------------------------------------------------
@@ -470,6 +478,7 @@ def reset_offsets(
     timeout: float = 60.0,
     command_id: str | None = None,
     on_partition_moved: Callable[[int, int], None] | None = None,
+    repeat_id: str | None = None,
 ) -> ResetResult:
     """Move the committed offsets of ``topic`` in the group of ``config``, safely while it runs.
 
@@ -482,10 +491,12 @@ def reset_offsets(
     ``on_partition_moved(partition, offset)`` runs on the calling thread each time the command
     moves a partition no instance holds itself (instances report theirs in the result), e.g.
     to show progress; what it raises ends the command where it is, to be continued by id.
+    ``repeat_id`` is the id messages tell to repeat the command with (default ``command_id``;
+    a part of a reset of several topics, ``<id>.<topic>``, is continued with ``<id>``).
     """
     if not isinstance(config, JetkafkaConfig):
         config = load_config(config)
-    _check_id(command_id)
+    check_command_id(command_id)
     target = parse_target(to)
     if target.kind == "undo":
         raise ResetError("use undo_reset to undo a reset")
@@ -494,7 +505,16 @@ def reset_offsets(
     with zookeeper_session(config.zookeeper) as client, BrokerView(config.kafka, group) as broker:
         broker.partition_counts([topic])  # a missing topic fails before anything is written
         run = ResetRun(
-            client, broker, group, topic, target, wanted, timeout, command_id or new_command_id(), on_partition_moved
+            client,
+            broker,
+            group,
+            topic,
+            target,
+            wanted,
+            timeout,
+            command_id or new_command_id(),
+            on_partition_moved,
+            repeat_id=repeat_id,
         )
         return run.run()
 
@@ -506,17 +526,18 @@ def undo_reset(
     timeout: float = 60.0,
     command_id: str | None = None,
     on_partition_moved: Callable[[int, int], None] | None = None,
+    repeat_id: str | None = None,
 ) -> ResetResult:
     """Move the partitions reset ``reset_id`` moved back to their offsets before it.
 
     A reset like :func:`reset_offsets` (same exactly-once protocol, fencing, retry by
     ``command_id``, and its own history entry), whose targets are the ``old`` offsets of the
     newest history entry of ``reset_id``, clamped to the logs as they are now. ``partitions``
-    limits it to some of them.
+    limits it to some of them; ``repeat_id`` as for :func:`reset_offsets`.
     """
     if not isinstance(config, JetkafkaConfig):
         config = load_config(config)
-    _check_id(command_id)
+    check_command_id(command_id)
     group = config.channel.group
     paths = GroupPaths(group)
     with zookeeper_session(config.zookeeper) as client, BrokerView(config.kafka, group) as broker:
@@ -532,12 +553,14 @@ def undo_reset(
             command_id or new_command_id(),
             on_partition_moved,
             before,
+            repeat_id,
         )
         return run.run()
 
 
-def _check_id(command_id: str | None) -> None:
-    if command_id is not None and not _ID.fullmatch(command_id):
+def check_command_id(command_id: str | None) -> None:
+    """:class:`ResetError` for an id a command cannot have (a node name of ZooKeeper, readable)."""
+    if command_id is not None and not (_ID.fullmatch(command_id) or _PART_ID.fullmatch(command_id)):
         raise ResetError(f"command id {command_id!r} is invalid; use 1 to 64 letters, digits, '.', '_' or '-'")
 
 
@@ -548,6 +571,7 @@ __all__ = [
     "ResetIncomplete",
     "ResetResult",
     "ResetRun",
+    "check_command_id",
     "new_command_id",
     "reset_offsets",
     "undo_reset",

@@ -174,6 +174,7 @@ class CommandResponder:
 
     def _retry(self, job: Job) -> None:
         timer = threading.Timer(RETRY_S, self._requeue, args=(job,))
+        timer.name = "jetkafka-commands-retry"
         timer.daemon = True
         timer.start()
 

@@ -98,8 +98,8 @@ def test_missing_java_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.Monke
     with pytest.raises(DevStackError) as caught:
         ZooKeeperServer(tmp_path / "zk").start()
     assert str(caught.value) == (
-        "java not found on PATH: install a Java 17+ runtime "
-        "(e.g. apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
+        "java not found on PATH: install a Java runtime, 11 or newer for ZooKeeper (17 or newer "
+        "to run Spark too: apt-get install openjdk-17-jre-headless), or set JAVA_HOME"
     )
 
 
