@@ -173,7 +173,7 @@ FAMILIES: dict[str, tuple[FamilyClass, str, str, tuple[str, ...]]] = {
     "rebalances": (
         CounterMetricFamily,
         "jetkafka_rebalances",
-        "Rebalance runs, by what triggered them.",
+        "Rebalances that took, released or lost one of this instance's partitions, by what triggered the run.",
         (*_I, "reason"),
     ),
     "zookeeper": (
