@@ -135,7 +135,8 @@ class GroupMembership:
         self._started = _started_at(consumer_id)
         # Set by the consumers watch: a plan being carried out is stale (see _rebalance_topic).
         self._members_changed = threading.Event()
-        self._lost_with_session = False  # partitions went with an expired session: see _rebalance
+        # Set (on kazoo's thread) when partitions went with an expired session: see _rebalance.
+        self._lost_with_session = threading.Event()
         self._ids_watch: ChildrenWatch | None = None
         self._owner_watches: dict[str, Callable[[WatchedEvent], None]] = {}
 
@@ -267,9 +268,12 @@ class GroupMembership:
         counts = self._holder.partition_counts(self.config.topics, missing_ok=True)
         # Counted only when this member's partitions changed: most runs (the timer's every
         # rebalance_interval_s) only confirm the plan, and counting them made the figure useless.
-        # A new session counts: the partitions of the old one were lost with it.
-        changed = reason == "new session" and self._lost_with_session
-        self._lost_with_session = False
+        # The first run of a new session counts as new_session whatever woke it (the new
+        # connection's request usually comes first): the old session's partitions went with it.
+        lost_with_session = self._lost_with_session.is_set()
+        if lost_with_session:
+            self._lost_with_session.clear()
+        changed = False
         try:
             for topic in self.config.topics:
                 if topic in counts:
@@ -277,8 +281,8 @@ class GroupMembership:
                 else:
                     changed |= self._topic_gone(topic)
         finally:  # a run that ZooKeeper interrupts after taking or releasing counts too
-            if changed and self._on_rebalance is not None:
-                self._on_rebalance(reason_label(reason))
+            if self._on_rebalance is not None and (changed or lost_with_session):
+                self._on_rebalance("new_session" if lost_with_session else reason_label(reason))
 
     def _rebalance_topic(self, topic: str, count: int, consumers: Mapping[str, ConsumerInfo], reason: str) -> bool:
         """Carry out this member's plan for ``topic``; True when it took, released or lost a
@@ -478,8 +482,8 @@ class GroupMembership:
 
     def session_lost(self) -> None:
         keys = self._leases.expire()  # the owner nodes went with the session
-        self._lost_with_session |= bool(keys)  # the next session's first rebalance counts
         if keys:
+            self._lost_with_session.set()  # the next session's first rebalance counts
             self._holder.partitions_lost(keys, "ZooKeeper session expired")
 
     def session_renewed(self) -> None:
