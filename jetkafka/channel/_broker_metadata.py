@@ -11,6 +11,7 @@ what the broker did not answer.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 from confluent_kafka import KafkaException, TopicPartition
@@ -33,18 +34,19 @@ class BrokerMetadata:
         """Partitions per topic; a missing topic raises :class:`TopicNotFound` unless ``missing_ok``.
 
         Waits up to ``timeout`` (default: the connection timeout) for a broker, then raises
-        :class:`ConnectError` naming the address, the timeout and its setting.
+        :class:`ConnectError` naming the address, the timeout and its setting. The wait for
+        another thread's look-up (the metrics' watermark thread) counts against ``timeout``.
         """
         timeout = self._connection_timeout_s if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        if not self._lock.acquire(timeout=timeout):
+            raise self._unreachable(timeout, "another look-up was waiting for the broker all that time")
         try:
-            with self._lock:
-                meta = self._consumer.list_topics(timeout=timeout)
+            meta = self._consumer.list_topics(timeout=max(0.0, deadline - time.monotonic()))
         except KafkaException as exc:
-            raise ConnectError(
-                f"cannot reach Kafka at {self._bootstrap} within {timeout:g} s ({exc.args[0].str()}); "
-                "check kafka.bootstrap.servers and that the broker runs (for a local one: jetkafka dev up), "
-                "or raise channel.kafka_connection_timeout_s"
-            ) from None
+            raise self._unreachable(timeout, exc.args[0].str()) from None
+        finally:
+            self._lock.release()
         counts = {}
         for topic in topics:
             tmeta = meta.topics.get(topic)
@@ -56,6 +58,13 @@ class BrokerMetadata:
                 )
             counts[topic] = len(tmeta.partitions)
         return counts
+
+    def _unreachable(self, timeout: float, cause: str) -> ConnectError:
+        return ConnectError(
+            f"cannot reach Kafka at {self._bootstrap} within {timeout:g} s ({cause}); "
+            "check kafka.bootstrap.servers and that the broker runs (for a local one: jetkafka dev up), "
+            "or raise channel.kafka_connection_timeout_s"
+        )
 
     def watermarks(self, topic: str, partition: int, timeout: float = 10.0) -> tuple[int, int]:
         try:

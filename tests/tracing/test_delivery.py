@@ -64,10 +64,8 @@ def test_a_flush_returns_within_its_bound_and_is_not_waited_for_again(
     started = time.monotonic()
     assert silent.delivery.flush() is False
     assert time.monotonic() - started < 0.2
-    assert lost_lines(caplog)[1:] == [
-        f"tracing: 2 spans not exported to {silent.delivery.url} (2 not sent within the 1 s a flush waits for the "
-        "collector); they are dropped"
-    ]
+    waited = "2 not sent within the 1 s a flush waits for the collector"
+    assert lost_lines(caplog)[1:] == [f"tracing: 2 spans not exported to {silent.delivery.url} ({waited}); they are dropped"]
     silent.delivery.flush_at_exit()
     assert len(lost_lines(caplog)) == 2
 
@@ -82,9 +80,8 @@ def test_spans_of_exports_that_failed_while_running_are_counted_once(caplog: pyt
         traced.spans(1)
         assert traced.delivery.flush() is True
         assert traced.delivery.flush() is True
+    why = "the exporter's messages above say why); they are dropped"
     assert lost_lines(caplog) == [
-        f"tracing: 4 spans not exported to {traced.delivery.url} (4 in exports that failed: the exporter's messages "
-        "above say why); they are dropped",
-        f"tracing: 1 span not exported to {traced.delivery.url} (1 in exports that failed: the exporter's messages "
-        "above say why); they are dropped",
+        f"tracing: 4 spans not exported to {traced.delivery.url} (4 in exports that failed: {why}",
+        f"tracing: 1 span not exported to {traced.delivery.url} (1 in exports that failed: {why}",
     ]
