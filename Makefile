@@ -6,9 +6,9 @@
 #   make lint                 mypy (strict, on jetkafka/; setup.cfg [mypy]) and ruff (on jetkafka/
 #                             and tests/; ruff.toml): one line per tool, non-zero on any error
 #   make soak                 the chaos soak, two runs of 10+ minutes each, judged by its checker,
-#                             and four rows of the guarantee matrix (Spark, SimpleKafkaProcessor's
-#                             three modes; the other rows run in make test;
-#                             SOAK_ARGS="--seed 42 -k recording" to repeat or narrow it)
+#                             and six rows of the guarantee matrix (Spark, SimpleKafkaProcessor's
+#                             three modes, a poisoned partition, a slow one; the other rows run in
+#                             make test; SOAK_ARGS="--seed 42 -k recording" to repeat or narrow it)
 #   make dev-up / dev-down    the local ZooKeeper and broker, in .jetkafka/devstack
 #   make venv                 only create or refresh .venv
 #   make clean                remove caches and build outputs (keeps .venv and dev stack data)

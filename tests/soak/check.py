@@ -25,6 +25,7 @@ from tests.soak.guarantee import guarantee_for
 from tests.soak.history import (
     Callback,
     Delivery,
+    read_ack_times,
     read_acks,
     read_events,
     read_faults,
@@ -57,7 +58,7 @@ def scan_member_logs(run_dir: Path) -> list[str]:
     """Errors in the members' logs that no injected fault explains: each exception kind, counted.
 
     Each traceback is named by its exception and by the line that announced it (a log record or
-    "Exception in thread ..."); the soak's own injected failures are left out. Tracebacks of
+    "Exception in thread ..."); the soak's own injected failures and poisoned records are left out. Tracebacks of
     two threads may interleave in a log: a traceback ends at the first exception line.
     """
     found: dict[str, list[str]] = {}
@@ -67,7 +68,7 @@ def scan_member_logs(run_dir: Path) -> list[str]:
             if not line.startswith("Traceback"):
                 continue
             exception = next((x.strip() for x in lines[i + 1 : i + 200] if _EXCEPTION_LINE.match(x)), "?")
-            if "InjectedFailure" in exception:
+            if "InjectedFailure" in exception or "PoisonedRecord" in exception:
                 continue
             announced = lines[i - 1].split("] ", 1)[-1] if i else ""
             if "Exception in thread" in announced or announced.endswith("):"):
@@ -192,6 +193,8 @@ def judge(run_dir: Path) -> Report:
         guarantee=guarantee_for(info["mode"], info.get("guarantee") or {"session_timeout_s": session_timeout_s}),
         paused=paused_windows(run_dir, zk, info.get("processes") or {}),
         server_hangs=zookeeper_hangs(run_dir),
+        acked_at=read_ack_times(run_dir / "acks.tsv"),
+        batches=events.batches,
     )
     if events.torn_lines:
         report.notes.append(f"{events.torn_lines} event log line(s) cut short (a process killed mid-write)")

@@ -48,6 +48,11 @@ its :class:`~tests.soak.guarantee.Guarantee`. It reports, each as a count with e
     a batch (live or recovery) a process started after it applied a pause (its own log says
     when) and before the pause marker was removed (ZooKeeper's log says when); the batch in
     hand when the pause came finishes, and was stamped before it.
+**longest wait, held back, two batches at once**
+    per partition, the longest a record waited from its acknowledgement to its first delivery;
+    in a run that held a partition back on purpose (poisoned, slow), any other partition that
+    waited near as long; two batches of one partition in one process's hands at once
+    (:mod:`tests.soak.isolation`).
 
 A record counts as finished when the group committed past it and no recovery range holds it.
 Deliveries are placed in time by the wall clock (the processes, ZooKeeper and the schedule
@@ -61,7 +66,8 @@ from itertools import pairwise
 
 from tests.soak.fencing import Session, ZooKeeperHistory
 from tests.soak.guarantee import CRASH_KINDS, EXPIRY_KINDS, Guarantee, guarantee_for
-from tests.soak.history import Callback, Delivery, Fault
+from tests.soak.history import Batch, Callback, Delivery, Fault
+from tests.soak.isolation import held_back, longest_waits, overlapping_batches
 from tests.soak.losses import lost_cause
 from tests.soak.report import Cause, Finding, Report
 from tests.soak.timeline import TOLERANCE_S, Timeline
@@ -138,7 +144,16 @@ def _explain(first: Delivery, again: Delivery, t: Timeline, g: Guarantee, timeou
         return Cause(around(), "re-read below the committed offset", False), None
     if first.pid == again.pid and t.hold_of(first) == t.hold_of(again):
         return Cause(around(), "delivered twice within one hold", False), None
-    return Cause(around(), "handed over without committing what was delivered", False), None
+    leave = t.timed_out_leave(first, g.shutdown_timeout_s) if first.pid != again.pid else None
+    if leave is not None and session is not None:
+        return Cause("leave", "in hand when the SIGTERM's shutdown_timeout_s ran out, read again by the next owner", True), (
+            "timed_out", session.id, p, f"{leave.start:.6f}"
+        )
+    # Named after what ended the first deliverer's hold (a resubscribe, a leave), not after
+    # whatever came last before the re-read.
+    ended = t.hold_end(first)
+    fault = t.context(Delivery(first.pid, ended, topic, p, o, first.id, -1), (first.pid,), True) if ended else None
+    return Cause(fault.kind if fault else around(), "handed over without committing what was delivered", False), None
 
 
 def _started_after_expiry(d: Delivery, session: Session, t: Timeline, g: Guarantee, timeout: float) -> tuple[Cause, Budget | None]:
@@ -174,6 +189,7 @@ _OVER = {
     "recovery": "more than one recovery batch re-processed after the expiry",
     "stale": "more than the record in flight sent after the hold ended",
     "in_hand": "more than the batch in hand at the freeze started after the thaw",
+    "timed_out": "more than the batch in hand when the shutdown timed out read again",
 }
 
 
@@ -183,6 +199,10 @@ def _over_budget(kind: str, group: Budget, firsts: list[Delivery], g: Guarantee)
     records = len({d.offset for d in firsts})
     span = max(d.at for d in firsts) - min(d.at for d in firsts)
     where = f"session 0x{group[1]:x} [{partition}]: {records} record(s) first delivered over {span:.2f} s"
+    if what == "timed_out":
+        batches = len({d.at for d in firsts})
+        if batches > 1 or records > g.batch_max_events:
+            return f"{where} in {batches} batch(es); at most one batch ({g.batch_max_events})"
     if what == "in_hand":
         # One batch: the recorder stamps a whole batch with one time.
         batches = len({d.at for d in firsts})
@@ -240,6 +260,8 @@ def check(
     guarantee: Guarantee | None = None,
     paused: dict[int, list[tuple[float, float]]] | None = None,
     server_hangs: list[float] | None = None,
+    acked_at: dict[int, float] | None = None,
+    batches: list[Batch] | None = None,
 ) -> Report:
     """Judge one run of ``mode`` (see :mod:`tests.soak.guarantee`) against its guarantee
     (by default the mode's, with this session timeout and the other parameters' defaults).
@@ -247,9 +269,10 @@ def check(
     ``paused``: per process, the times it applied a pause and the times the pause's marker was
     removed; a batch it started in between is a failure. ``server_hangs``: when the ZooKeeper
     server left a refused connection hanging as it started (see
-    :func:`tests.soak.check.zookeeper_hangs`)."""
+    :func:`tests.soak.check.zookeeper_hangs`). ``acked_at``: when each acknowledgement came
+    (the waits); ``batches``: when each batch was in hand (the recorders' ``E`` lines)."""
     g = guarantee or guarantee_for(mode, {"session_timeout_s": session_timeout_s})
-    t = Timeline(faults, callbacks, zk, server_hangs or [], session_timeout_s)
+    t = Timeline(faults, callbacks, zk, server_hangs or [], session_timeout_s, batches or [])
     notes: list[str] = []
     # A record is (partition, offset, id). A producer retry through a broker restart may write one
     # id twice, at two offsets: two records, each to be delivered once. A broker that loses
@@ -404,10 +427,18 @@ def check(
     }
     if any(d.recovery for d in deliveries):
         events["recovery_deliveries"] = sum(1 for d in deliveries if d.recovery)
+    for kind, name in (("P", "poison_attempts"), ("C", "own_commits")):
+        count = sum(1 for c in callbacks if c.kind == kind)
+        if count:
+            events[name] = count
+    waits = longest_waits(acked, acked_at or {}, deliveries)
+    held, isolation_notes = held_back(waits, faults, g.isolation_ratio, topic)
+    notes += isolation_notes
     kinds = Counter(f.kind for f in t.faults)
     return Report(
         mode, events, dict(sorted(kinds.items())), dict(lost), dict(duplicated), out_of_order, foreign, back, expired,
-        notes, ownerless=ownerless, while_paused=while_paused,
+        notes, ownerless=ownerless, while_paused=while_paused, waits=waits, held_back=held,
+        overlapping=overlapping_batches(batches or []),
     )
 
 

@@ -11,6 +11,13 @@ A fault records its wall-clock window, the pids it hit and what it did: a reset'
 committed offset at that moment. The checker attributes outcomes with these, and reads what
 ZooKeeper applied from its own log rather than trusting them.
 
+The steps that put a partition under a condition and lift it (poisoned, slow) run through
+:meth:`Chaos.run` as well (:mod:`tests.soak.conditions`). While a partition is poisoned,
+``reset_time`` and ``out_of_range`` leave it alone (either could move it past its poison); with
+``Settings.aim`` (the matrix's rows of a held partition), every fault that picks one member
+picks the held partition's holder (of a slow partition, the process that has just started one
+of its batches), and ``reset_offset`` resets the poisoned partition back into its poison.
+
 Failure modes: a fault that cannot run as planned (no member to pick, a command that fails)
 is still recorded, with ``detail["error"]`` saying why, and the soak goes on; the report lists
 it. Threads: all of it runs on the harness's main thread.
@@ -30,6 +37,7 @@ from random import Random
 from typing import Any
 
 from tests.soak.cluster import SoakCluster
+from tests.soak.conditions import CONDITION_KINDS, ConditionSteps, RunAccess
 from tests.soak.history import Fault
 from tests.soak.members import MemberPool
 from tests.support.processes import Member
@@ -55,6 +63,10 @@ class FaultTiming:
     out_of_range_wait_s: Span = (6.0, 10.0)
     reset_back_records: tuple[int, int] = (300, 3000)  # reset_offset: this far below the committed offset
     reset_ago_s: Span = (10.0, 40.0)  # reset_time: to this long ago
+    # Conditions (tests.soak.conditions): how long each batch of a slow partition takes, and how
+    # long a new condition is left alone before the next step.
+    slow_batch_s: float = 4.0
+    condition_alone_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -68,6 +80,10 @@ class Settings:
     max_members: int = 5
     join_timeout_s: float = 90.0
     timing: FaultTiming = FaultTiming()
+    conditions_path: Path | None = None  # where the recorders read the conditions (None: no conditions)
+    # While a partition is under a condition, the faults that pick one member pick its holder,
+    # and reset_offset picks the poisoned partition: each event meets the partition held back.
+    aim: bool = False
 
 
 class Chaos:
@@ -78,27 +94,69 @@ class Chaos:
         self.rng = rng
         self.operator_config = str(operator_config)
         self._resets = 0
+        self.conditions = ConditionSteps(
+            RunAccess(
+                settings.conditions_path, settings.partitions, rng,
+                watermarks=lambda: cluster.watermarks(settings.topic, settings.partitions),
+                committed=lambda: self.view()["committed"],
+                reset=self.reset_partitions,
+                slow_batch_s=settings.timing.slow_batch_s,
+                alone_s=settings.timing.condition_alone_s,
+            )
+        )
 
     # -- helpers ----------------------------------------------------------------------------
 
     def view(self) -> dict[str, Any]:
         return self.cluster.group_view(self.s.chroot, self.s.group, self.s.topic)
 
-    def _pick(self) -> Member:
+    def _pick(self, fault: Fault) -> Member:
+        aimed = self._aimed(fault)
+        if aimed is not None:
+            return aimed
         alive = sorted(self.pool.alive(), key=lambda m: m.name)
         return alive[self.rng.randrange(len(alive))]
 
+    def _aimed(self, fault: Fault) -> Member | None:
+        """With ``aim``: the live holder of a partition under a condition, if there is one; of
+        a slow partition, the one that has just started a batch of it."""
+        held = self.conditions.held()
+        if not self.s.aim or not held:
+            return None
+        view = self.view()
+        for p in held:
+            if p in self.conditions.slowed:
+                pid = self.conditions.next_batch_start(p)
+                fault.detail["met_a_batch_at_its_start"] = pid is not None
+            else:
+                pid = view["pids"].get(view["owners"].get(p), -1)
+            member = self.pool.by_pid(pid if pid is not None else -1)
+            if member is not None and member.proc.poll() is None:
+                fault.detail["aimed_at"] = p
+                fault.start = time.time()  # the fault strikes now, not when it began to aim
+                return member
+        return None
+
+    def _unheld(self) -> list[int]:
+        """Partitions a fault may move forward or delete from: not a poisoned one (its cure is
+        the one reset that moves it past the poison)."""
+        return [p for p in range(self.s.partitions) if p not in self.conditions.poisoned]
+
     def _pick_recovering(self, fault: Fault) -> Member:
         """A member holding a partition with recovery ranges, when there is one (a run with
-        recovery on): the faults that end or move holds meet recovery under way. Otherwise any."""
+        recovery on): the faults that end or move holds meet recovery under way. Otherwise any
+        (with ``aim``, the holder of a partition under a condition)."""
+        aimed = self._aimed(fault)
+        if aimed is not None:
+            return aimed
         recovering = self.cluster.recovery_remaining(self.s.chroot, self.s.group, self.s.topic)
         if not recovering:
-            return self._pick()
+            return self._pick(fault)
         view = self.view()
         holders = {view["pids"].get(view["owners"].get(p)) for p in recovering}
         alive = sorted((m for m in self.pool.alive() if m.pid in holders), key=lambda m: m.name)
         if not alive:
-            return self._pick()
+            return self._pick(fault)
         fault.detail["recovering"] = {str(p): n for p, n in sorted(recovering.items())}
         return alive[self.rng.randrange(len(alive))]
 
@@ -131,7 +189,8 @@ class Chaos:
         return kind in ("leave", "kill", "zombie") and len(self.pool.alive()) <= self.s.min_members
 
     def run(self, kind: str) -> Fault:
-        """Inject one fault of ``kind``. Membership bounds may turn it into a join or a leave."""
+        """Inject one fault of ``kind`` (or a condition step, :data:`CONDITION_KINDS`).
+        Membership bounds may turn it into a join or a leave."""
         alive = len(self.pool.alive())
         if kind in ("leave", "kill", "zombie") and alive <= self.s.min_members:
             kind = "join"
@@ -140,7 +199,7 @@ class Chaos:
         started = time.time()
         fault = Fault(kind, started, started)
         try:
-            getattr(self, kind)(fault)
+            getattr(self.conditions if kind in CONDITION_KINDS else self, kind)(fault)
         except Exception as exc:  # recorded, and the soak goes on: a fault that failed is a finding
             log.exception("fault %s failed", kind)
             fault.detail["error"] = f"{type(exc).__name__}: {exc}"
@@ -167,7 +226,7 @@ class Chaos:
             member.stop_quietly()
 
     def kill(self, fault: Fault) -> None:
-        member = self._pick()
+        member = self._pick(fault)
         fault.pids, fault.detail["member"] = [member.pid], member.name
         member.kill()
 
@@ -208,7 +267,7 @@ class Chaos:
 
     def _deploy(self, fault: Fault, key: str, wanted: str) -> None:
         """Toggle ``channel.<key>`` of one member between the run's value and three quarters of it."""
-        member = self._pick_recovering(fault) if wanted == "resubscribe" else self._pick()
+        member = self._pick_recovering(fault) if wanted == "resubscribe" else self._pick(fault)
         fault.pids, fault.detail["member"] = [member.pid], member.name
         original = self.pool.template["channel"][key]
         current = self.pool.configs[member.name]["channel"].get(key, original)
@@ -240,7 +299,7 @@ class Chaos:
         fault.detail["paused_s"] = round(paused_s, 1)
 
     def pause_instance(self, fault: Fault) -> None:
-        member = self._pick()
+        member = self._pick(fault)
         fault.pids, fault.detail["member"] = [member.pid], member.name
         cid = self._consumer_id(member)
         if cid is None:
@@ -251,7 +310,8 @@ class Chaos:
         time.sleep(paused_s)
         fault.detail["resume_exit"] = self._command("resume", "--instance", cid)[0]
 
-    def _reset(self, fault: Fault, to: str, partitions: list[int]) -> None:
+    def reset_partitions(self, fault: Fault, to: str, partitions: list[int]) -> None:
+        """``jetkafka offsets reset`` of ``partitions`` to ``to``, as an operator types it."""
         self._resets += 1
         command_id = f"soak-{self._resets}"
         fault.partitions = sorted(partitions)
@@ -272,21 +332,29 @@ class Chaos:
         fault.detail["pending"] = {str(p["partition"]): p["pending"] for p in result.get("partitions", []) if p.get("pending")}
         fault.pids = sorted({m.pid for m in self.pool.alive()})
 
-    def _some_partitions(self, most: int) -> list[int]:
-        return self.rng.sample(range(self.s.partitions), self.rng.randint(1, most))
+    def _some_partitions(self, most: int, among: list[int] | None = None) -> list[int]:
+        among = list(range(self.s.partitions)) if among is None else among
+        return self.rng.sample(among, self.rng.randint(1, min(most, len(among))))
 
     def reset_earliest(self, fault: Fault) -> None:
-        self._reset(fault, "earliest", self._some_partitions(2))
+        self.reset_partitions(fault, "earliest", self._some_partitions(2))
 
     def reset_offset(self, fault: Fault) -> None:
-        p = self.rng.randrange(self.s.partitions)
+        """Back by a few hundred records (a poisoned partition then meets its poison again)."""
+        poisoned = sorted(self.conditions.poisoned)
+        if self.s.aim and poisoned:
+            p = poisoned[0]
+            fault.detail["aimed_at"] = p
+        else:
+            p = self.rng.randrange(self.s.partitions)
         committed = self.view()["committed"].get(p, 0)
         low, _high = self.cluster.watermarks(self.s.topic, self.s.partitions)[p]
-        self._reset(fault, str(max(low, committed - self.rng.randint(*self.s.timing.reset_back_records))), [p])
+        self.reset_partitions(fault, str(max(low, committed - self.rng.randint(*self.s.timing.reset_back_records))), [p])
 
     def reset_time(self, fault: Fault) -> None:
         when = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=self.rng.uniform(*self.s.timing.reset_ago_s))
-        self._reset(fault, when.strftime("%Y-%m-%dT%H:%M:%SZ"), self._some_partitions(3))
+        # A time may lie past a poisoned partition's poison: it is left to its cure.
+        self.reset_partitions(fault, when.strftime("%Y-%m-%dT%H:%M:%SZ"), self._some_partitions(3, self._unheld()))
 
     def out_of_range(self, fault: Fault) -> None:
         """Records deleted past a partition's committed offset while its owner is paused.
@@ -296,7 +364,8 @@ class Chaos:
         range. What lay between the committed offset and the deletion point was never read.
         """
         view = self.view()
-        owned = sorted(view["owners"].items())
+        # The deletion could take a poisoned partition's poison with it: left to its cure.
+        owned = sorted((p, cid) for p, cid in view["owners"].items() if p in self._unheld())
         if not owned:
             fault.detail["error"] = "no partition is owned"
             return

@@ -7,13 +7,14 @@ The run, in order:
    (:mod:`tests.soak.modes`), and, in a dispatcher run, the HTTP subscriber they deliver to
    (:mod:`tests.soak.subscriber`);
 2. the producer (:class:`~tests.soak.producer.SoakProducer`) writes unique ids at a steady rate
-   (each acknowledgement recorded) while the schedule (:mod:`tests.soak.schedule`) injects
-   faults (:mod:`tests.soak.faults`); processors fail on their own at ``raise_rate``. The
+   (each acknowledgement recorded, with its time) while the schedule (:mod:`tests.soak.schedule`)
+   injects faults (:mod:`tests.soak.faults`) and puts partitions under conditions and lifts them
+   (:mod:`tests.soak.conditions`: poisoned, slow); processors fail on their own at ``raise_rate``. The
    soak's seeded schedule runs for ``duration_s`` and production goes on to ``events``; a
    fixed schedule (the guarantee matrix) injects each of its kinds once at ``rate`` events per
    second, and production stops ``tail_s`` after it;
-3. the drain: every process thawed and resumed, at least ``members`` running, the producer
-   stopped, then the group is given ``drain_timeout_s`` to commit every partition to its end
+3. the drain: every process thawed and resumed, every condition lifted (a poison cured by a
+   reset past it), at least ``members`` running, the producer stopped, then the group is given ``drain_timeout_s`` to commit every partition to its end
    and to recover every recovery range;
 4. every process is stopped with SIGTERM and ZooKeeper cleanly, so its log is complete;
 5. the checker (:mod:`tests.soak.checker`) judges the history against the mode's guarantee
@@ -79,6 +80,12 @@ class SoakOptions:
     tail_s: float = 3.0
     timing: FaultTiming = field(default_factory=FaultTiming)
     settings: ModeSettings = field(default_factory=ModeSettings)
+    # The seeded schedule's condition steps (tests.soak.conditions), each at this fraction of
+    # ``duration_s`` into the load, e.g. (("poison", 0.2), ("cure", 0.45)). A fixed schedule
+    # names them in ``schedule``. Whatever is still held when the load ends is lifted then.
+    conditions: tuple[tuple[str, float], ...] = ()
+    # Faults that pick a member (or a partition to reset back) aim at the partition under a condition.
+    aim: bool = False
 
 
 def _drain(cluster: SoakCluster, topic: str, partitions: int, timeout: float) -> dict[str, Any]:
@@ -146,6 +153,7 @@ def run_soak(options: SoakOptions, run_dir: Path) -> Report:
             topic, options.partitions, GROUP, CHROOT, options.session_timeout_s,
             min_members=options.min_members or options.members, max_members=options.max_members,
             join_timeout_s=180.0 if options.mode == "spark" else 90.0, timing=options.timing,
+            conditions_path=run_dir / "conditions.json", aim=options.aim,
         )
         chaos = Chaos(cluster, pool, settings, plan.choices, operator)
         warm = time.monotonic()
@@ -155,10 +163,13 @@ def run_soak(options: SoakOptions, run_dir: Path) -> Report:
             time.sleep(0.5)
         producer = _producer(options, cluster, topic)
         load_started = time.monotonic()
+        conditions = sorted(options.conditions, key=lambda c: c[1])
         for step in plan.steps():
             if not options.schedule and time.monotonic() - load_started + step.gap_s >= options.duration_s:
                 break
             time.sleep(step.gap_s)
+            while conditions and time.monotonic() - load_started >= conditions[0][1] * options.duration_s:
+                faults.append(chaos.run(conditions.pop(0)[0]))
             if chaos.needs_a_member(step.kind):  # a join first, so that this kind runs too
                 faults.append(chaos.run("join"))
                 time.sleep(step.gap_s)
@@ -171,11 +182,13 @@ def run_soak(options: SoakOptions, run_dir: Path) -> Report:
             while not producer.done() and producer.alive() and time.monotonic() - load_started < options.duration_s * 2:
                 time.sleep(0.5)
         chaos.thaw_everything()
+        for kind in chaos.conditions.lifts_due():
+            faults.append(chaos.run(kind))
         while len(pool.alive()) < options.members:
             faults.append(chaos.run("join"))
         acked, info["producer"] = producer.stop()
         info["load_s"] = round(time.monotonic() - load_started, 1)
-        write_acks(run_dir / "acks.tsv", acked)
+        write_acks(run_dir / "acks.tsv", acked, producer.acked_at())
         write_faults(run_dir / "faults.json", faults)
         log.info("load done: %d acknowledged; draining", len(acked))
         info["drain"] = _drain(cluster, topic, options.partitions, options.drain_timeout_s)

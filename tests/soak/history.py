@@ -6,7 +6,11 @@ A run directory holds:
     every delivery and callback of every process (:mod:`tests.soak.recorder`); a delivery of
     a recovery batch ends with ``r``;
 ``acks.tsv``
-    ``id<TAB>partition<TAB>offset`` for every record the broker acknowledged;
+    ``id<TAB>partition<TAB>offset<TAB>time`` for every record the broker acknowledged, ``time``
+    when the producer got the acknowledgement (runs before it have three columns);
+``conditions.json``
+    the conditions in force when the run ended (:mod:`tests.soak.conditions`; their windows are
+    in ``faults.json``);
 ``faults.json``
     the schedule as executed: each :class:`Fault` with its wall-clock window, the processes it
     hit and what it did (a reset's moved offsets, the offset records were deleted below, ...);
@@ -62,6 +66,19 @@ class Callback:
 
 
 @dataclass(frozen=True, slots=True)
+class Batch:
+    """One batch a recorder returned from (an ``E`` line): in hand from ``start`` to ``end``."""
+
+    pid: int
+    start: float
+    end: float
+    topic: str
+    partition: int
+    first: int
+    recovery: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Slice:
     """A Spark run's write of one (batch id, topic, partition) slice."""
 
@@ -102,6 +119,7 @@ class EventLog:
     deliveries: list[Delivery] = field(default_factory=list)
     callbacks: list[Callback] = field(default_factory=list)
     slices: list[Slice] = field(default_factory=list)
+    batches: list[Batch] = field(default_factory=list)
     torn_lines: int = 0
 
 
@@ -132,6 +150,9 @@ def read_events(path: str | Path) -> EventLog:
                 )
             elif kind == "S":
                 out.slices.append(Slice(pid, at, int(fields[3]), fields[4], *map(int, fields[5:9])))
+            elif kind == "E":
+                recovery = len(fields) > 7 and fields[7] == "r"
+                out.batches.append(Batch(pid, float(fields[6]), at, fields[3], int(fields[4]), int(fields[5]), recovery))
             else:
                 count = int(fields[6]) if kind == "R" and len(fields) > 6 else 0
                 out.callbacks.append(Callback(kind, pid, at, fields[3], int(fields[4]), fields[5], seq, count))
@@ -165,18 +186,32 @@ def read_requests(path: str | Path) -> list[Request]:
     return out
 
 
-def write_acks(path: str | Path, acked: dict[int, tuple[int, int]]) -> None:
+def write_acks(path: str | Path, acked: dict[int, tuple[int, int]], acked_at: dict[int, float] | None = None) -> None:
+    times = acked_at or {}
     with open(path, "w") as f:
-        f.writelines(f"{i}\t{p}\t{o}\n" for i, (p, o) in sorted(acked.items()))
+        f.writelines(
+            f"{i}\t{p}\t{o}" + (f"\t{times[i]:.6f}\n" if i in times else "\n") for i, (p, o) in sorted(acked.items())
+        )
 
 
 def read_acks(path: str | Path) -> dict[int, tuple[int, int]]:
     acked: dict[int, tuple[int, int]] = {}
     with open(path) as f:
         for line in f:
-            ident, partition, offset = line.split("\t")
+            ident, partition, offset = line.split("\t")[:3]
             acked[int(ident)] = (int(partition), int(offset))
     return acked
+
+
+def read_ack_times(path: str | Path) -> dict[int, float]:
+    """When the producer got each acknowledgement (empty for a run that did not record it)."""
+    times: dict[int, float] = {}
+    with open(path) as f:
+        for line in f:
+            fields = line.split("\t")
+            if len(fields) > 3:
+                times[int(fields[0])] = float(fields[3])
+    return times
 
 
 def write_faults(path: str | Path, faults: list[Fault]) -> None:

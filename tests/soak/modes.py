@@ -21,7 +21,9 @@ mode                       processor
 Every mode fails on purpose now and then (``raise_rate``): the recorders raise on the first
 attempt of a seeded share of batches, the Spark ``fn`` on the first run of a seeded share of
 micro-batches, and the dispatcher's subscriber answers 503 to the first attempt of a seeded
-share of records.
+share of records. ``SoakRecorder`` (``batch``, ``recovery``) also follows the run's conditions
+(:mod:`tests.soak.conditions`): a poisoned partition's poison fails on every attempt, a slow
+partition's batches take their time.
 """
 
 from __future__ import annotations
@@ -39,6 +41,13 @@ class ModeSettings:
 
     threads: int = 4
     batch_max_events: int = 200
+    # Each partition's share of the buffer budget: the rows of a partition held back set it
+    # small, so that its backlog fills its owner's budget within a short run.
+    buffer_max_events: int = 1000
+    shutdown_timeout_s: float = 60.0
+    # ``SoakRecorder`` commits the first half of every Nth batch of a partition itself, through
+    # ChannelContext.commit, beside the channel's pipelined advances (0: never).
+    own_commit_every: int = 0
     commit_interval_ms: int = 100
     periodic_interval_ms: int = 3000
     recovery_max_lag: int = 50
@@ -56,6 +65,7 @@ class ModeSettings:
             "recovery_batch_max_events": self.recovery_batch_max_events,
             # A hot deploy only lowers it: the configured value bounds the batches in hand.
             "threads": self.threads,
+            "shutdown_timeout_s": self.shutdown_timeout_s,
         }
 
 
@@ -85,18 +95,20 @@ def member_config(
             "topics": [topic],
             "threads": settings.threads,
             "batch_max_events": settings.batch_max_events,
-            "buffer_max_events": 1000,
+            "buffer_max_events": settings.buffer_max_events,
             "rebalance_delay_ms": 100,
             "error_backoff_ms": 200,
             "error_backoff_max_ms": 2000,
-            "shutdown_timeout_s": 60,
+            "shutdown_timeout_s": settings.shutdown_timeout_s,
             "commit_interval_ms": settings.commit_interval_ms,
         },
         "logging": {"level": "INFO"},
     }
     recorder = {"path": events_log, "seed": seed, "raise_rate": raise_rate, "delay_ms": 5}
     if mode in ("batch", "recovery"):
-        config["processor"] = {"class": "tests.soak.recorder:SoakRecorder", "options": recorder}
+        conditions = str(run_dir / "conditions.json")
+        options = {**recorder, "conditions": conditions, "own_commit_every": settings.own_commit_every}
+        config["processor"] = {"class": "tests.soak.recorder:SoakRecorder", "options": options}
         if mode == "recovery":
             config["recovery"] = {
                 "max_partition_lag": settings.recovery_max_lag,

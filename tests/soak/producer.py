@@ -6,7 +6,8 @@ librdkafka's callbacks (a delivery report only appends to a list, atomic under t
 callback can ever wait on the producing thread), and a producing thread that cannot die
 silently: whatever ends it is kept in :attr:`SoakProducer.error` and reported by the harness.
 
-Records are ``value = str(id)``, ``key = k<id>``, written round-robin over the partitions, with a
+Each acknowledgement is kept with the time its delivery report came (the checker measures how
+long each partition's records waited from it). Records are ``value = str(id)``, ``key = k<id>``, written round-robin over the partitions, with a
 delivery timeout that outlasts a broker restart. The producer is not idempotent: the dev
 broker answers an idempotent producer's first batch after a restart with a sequence error that
 librdkafka treats as fatal, which ends the load. A retry may therefore write an id twice, at two
@@ -49,7 +50,7 @@ class SoakProducer:
                 "logger": log,
             }
         )
-        self._acks: list[tuple[int, int, int]] = []
+        self._acks: list[tuple[int, int, int, float]] = []
         self._failures: list[tuple[int, str]] = []
         self.produced = 0
         self.error: str | None = None
@@ -71,7 +72,7 @@ class SoakProducer:
             if err is not None:
                 self._failures.append((ident, str(err)))
             else:
-                self._acks.append((ident, msg.partition(), msg.offset()))
+                self._acks.append((ident, msg.partition(), msg.offset(), time.time()))
 
         return on_delivery
 
@@ -113,7 +114,7 @@ class SoakProducer:
         self._stop.set()
         self._thread.join(60)
         remaining = self._producer.flush(flush_timeout)
-        acked = {ident: (p, o) for ident, p, o in self._acks}
+        acked = {ident: (p, o) for ident, p, o, _at in self._acks}
         facts = {
             "produced": self.produced,
             "acknowledged": len(acked),
@@ -123,6 +124,10 @@ class SoakProducer:
             "thread_error": self.error,
         }
         return acked, facts
+
+    def acked_at(self) -> dict[int, float]:
+        """When each acknowledgement came (the delivery report's time: within one poll of it)."""
+        return {ident: at for ident, _p, _o, at in self._acks}
 
     def close(self) -> None:
         """Stop without waiting for reports (clean-up after a failed run)."""

@@ -11,7 +11,21 @@ on an ``O_APPEND`` descriptor, so lines of different processes never interleave)
 those of :mod:`tests.support.event_log` (``D``, ``T``, ``X``)::
 
     R <pid> <time> <topic> <partition> <first offset> <events>     an injected failure
+    P <pid> <time> <topic> <partition> <poison offset> <first offset>   an attempt failed on a poison
+    E <pid> <time> <topic> <partition> <first offset> <start time>     a batch returned (then `` r``
+                                                                       for a recovery batch)
+    C <pid> <time> <topic> <partition> <offset> <outcome>     the processor's own commit of a batch's first half
     S <pid> <time> <batch id> <topic> <partition> <first> <last> <rows>   a Spark slice written
+
+A :class:`SoakRecorder` follows the run's conditions (:mod:`tests.soak.conditions`): every
+attempt of a batch holding a poisoned partition's poison raises (a ``P`` line, nothing
+delivered), and a slow partition's batch is kept in hand for the condition's ``batch_s``.
+With ``own_commit_every`` it also saves its progress itself now and then, as a sink that writes
+in parts would: the first half of every Nth batch of a partition, committed with
+:meth:`ChannelContext.commit` as the batch starts, while the previous batch's ``advance()``
+usually still waits for ``commit_interval_ms`` (and must never land after it). Its
+``E`` line, with the batch's start, lets the checker see two batches of one partition in hand
+at once in one process.
 
 Injected failures are seeded: the first attempt of a batch (or Spark micro-batch) raises when
 a hash of ``(seed, topic, partition, first offset)`` (or ``(seed, batch id)``) falls under
@@ -37,11 +51,16 @@ from typing import Any
 
 from jetkafka import BatchResponse, EventBatch, PartitionSource, SimpleKafkaProcessor
 from jetkafka.processors._simple import AutoAdvance
+from tests.soak.conditions import ConditionView
 from tests.support.event_log import EventLogRecorder
 
 
 class InjectedFailure(RuntimeError):
     """Raised on purpose by the soak, on the first attempt of a seeded share of batches."""
+
+
+class PoisonedRecord(RuntimeError):
+    """Raised on purpose by the soak, on every attempt of a batch holding a poisoned record."""
 
 
 def chosen(seed: int, rate: float, *key: object) -> bool:
@@ -70,14 +89,30 @@ class _FirstAttempts:
 
 
 class SoakRecorder(EventLogRecorder):
-    """An :class:`EventLogRecorder` whose first attempt of a seeded share of batches raises."""
+    """An :class:`EventLogRecorder` whose first attempt of a seeded share of batches raises,
+    which follows the run's conditions (``conditions``: the path of ``conditions.json``), and,
+    with ``own_commit_every`` N, commits the first half of every Nth batch of each partition
+    itself as the batch starts."""
 
-    def __init__(self, path: str, seed: int = 0, raise_rate: float = 0.0, delay_ms: int = 0) -> None:
+    def __init__(
+        self,
+        path: str,
+        seed: int = 0,
+        raise_rate: float = 0.0,
+        delay_ms: int = 0,
+        conditions: str | None = None,
+        own_commit_every: int = 0,
+    ) -> None:
         super().__init__(path, delay_ms=delay_ms)
         self._path = path
         self._failures = _FirstAttempts(seed, raise_rate)
+        self._conditions = ConditionView(conditions) if conditions else None
+        self._context: Any = None  # the ChannelContext of the current start
+        self._own_commit_every = own_commit_every
+        self._batches: dict[int, int] = {}
 
     def on_start(self, context: Any) -> None:
+        self._context = context
         # A resubscribing hot deploy stops the channel (on_stop closed the log) and starts it
         # again with this same instance: the log must be open again before the first batch.
         # Left closed, its descriptor number would be reused by a new socket, and event lines
@@ -92,11 +127,47 @@ class SoakRecorder(EventLogRecorder):
 
     def on_next_batch(self, source: PartitionSource, events: EventBatch) -> BatchResponse:
         now = time.time()  # before the draw: the stamp is the batch's start
-        first = events[0].offset
-        if self._failures.fails(source.topic, source.partition, first):
-            self._write(f"R {self._pid} {now:.6f} {source.topic} {source.partition} {first} {len(events)}\n")
-            raise InjectedFailure(f"{source.topic}[{source.partition}] offset {first}: injected failure, first attempt")
-        return self.record(events, now)
+        topic, partition, first = source.topic, source.partition, events[0].offset
+        poison = self._conditions.poison(partition) if self._conditions is not None else None
+        if poison is not None and first <= poison <= events[len(events) - 1].offset:
+            self._write(f"P {self._pid} {now:.6f} {topic} {partition} {poison} {first}\n")
+            raise PoisonedRecord(f"{topic}[{partition}] offset {poison}: poisoned record, fails on every attempt")
+        if self._failures.fails(topic, partition, first):
+            self._write(f"R {self._pid} {now:.6f} {topic} {partition} {first} {len(events)}\n")
+            raise InjectedFailure(f"{topic}[{partition}] offset {first}: injected failure, first attempt")
+        response = self.record(events, now)
+        slow = self._conditions.slow_s(partition) if self._conditions is not None else 0.0
+        if self._own_commit_every and not events.recovery and self._own_commit_due(partition):
+            # Saves its progress itself now and then: the first half of the batch is written.
+            self._own_commit(topic, partition, events[len(events) // 2].offset)
+        if slow > self._delay:
+            time.sleep(slow - self._delay)  # kept in hand, as a slow sink would
+        recovery = " r" if events.recovery else ""
+        self._write(f"E {self._pid} {time.time():.6f} {topic} {partition} {first} {now:.6f}{recovery}\n")
+        return response
+
+
+    def _own_commit_due(self, partition: int) -> bool:
+        # One worker holds a partition at a time: its count needs no lock.
+        self._batches[partition] = self._batches.get(partition, 0) + 1
+        return self._batches[partition] % self._own_commit_every == 0
+
+    def _own_commit(self, topic: str, partition: int, offset: int) -> None:
+        """Commit ``offset`` (the batch's records below it are done) under the current hold,
+        through the processor's own :meth:`ChannelContext.commit`; a ``C`` line says how it went.
+        Made as the batch starts, while the previous batch's ``advance()`` may still wait for
+        ``commit_interval_ms``; this batch's ``advance()`` commits its end afterwards: the offset
+        only goes forward."""
+        key = (topic, partition)
+        hold = self._context.hold(topic, partition) if self._context is not None else None
+        outcome = "not-held"
+        if hold is not None:
+            try:
+                self._context.commit({key: offset}, holds={key: hold})
+                outcome = "ok"
+            except Exception as exc:  # noqa: BLE001 - a refused or failed checkpoint is recorded; the batch goes on
+                outcome = type(exc).__name__
+        self._write(f"C {self._pid} {time.time():.6f} {topic} {partition} {offset} {outcome}\n")
 
 
 class SimpleRecorder(SimpleKafkaProcessor):

@@ -1,13 +1,15 @@
 """The soak checker's verdict: findings with their attribution, as a table and as JSON.
 
 A :class:`Finding` is a count with a few examples; a :class:`Cause` says what a loss or a
-duplicate is attributed to and whether the guarantees allow it. :class:`Report` holds every
-finding of one run: its ``violations`` are the findings the guarantees do not allow, and its
-``problems`` what made the run itself invalid.
+duplicate is attributed to and whether the guarantees allow it; a :class:`Wait` is a
+partition's longest wait (:mod:`tests.soak.isolation`). :class:`Report` holds every finding of
+one run: its ``violations`` are the findings the guarantees do not allow, and its ``problems``
+what made the run itself invalid.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +36,24 @@ class Finding:
             self.examples.append(example)
 
 
+@dataclass(frozen=True)
+class Wait:
+    """A partition's longest wait: the record at ``offset`` was acknowledged at ``acked_at``
+    and first delivered at ``delivered_at``."""
+
+    partition: int
+    seconds: float
+    offset: int
+    acked_at: float
+    delivered_at: float
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {
+            "seconds": round(self.seconds, 3), "offset": self.offset,
+            "acknowledged": round(self.acked_at, 3), "delivered": round(self.delivered_at, 3),
+        }
+
+
 @dataclass
 class Report:
     mode: str
@@ -48,6 +68,11 @@ class Report:
     notes: list[str]
     ownerless: Finding = field(default_factory=Finding)
     while_paused: Finding = field(default_factory=Finding)
+    # Isolation: each partition's longest wait, the partitions that waited for one under a
+    # condition, and batches of one partition in hand together in one process.
+    waits: dict[int, Wait] = field(default_factory=dict)
+    held_back: Finding = field(default_factory=Finding)
+    overlapping: Finding = field(default_factory=Finding)
     # What makes the run itself invalid (the producer died, a process never stopped): not a
     # violation of jetkafka's guarantees, but the run proves nothing until it is fixed.
     problems: list[str] = field(default_factory=list)
@@ -62,6 +87,8 @@ class Report:
             + self.offsets_back.count
             + self.ownerless.count
             + self.while_paused.count
+            + self.held_back.count
+            + self.overlapping.count
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -84,6 +111,9 @@ class Report:
             "offsets_went_back": vars(self.offsets_back),
             "ownerless": vars(self.ownerless),
             "processed_while_paused": vars(self.while_paused),
+            "held_back": vars(self.held_back),
+            "two_batches_at_once": vars(self.overlapping),
+            "longest_waits": {str(p): w.as_dict() for p, w in sorted(self.waits.items())},
             "expired_sessions": self.expired_sessions,
             "notes": self.notes,
             "problems": self.problems,
@@ -103,9 +133,12 @@ def format_table(report: Report) -> str:
     rows.append(("offsets went back", "-", "offset lowered outside a reset", "NO", str(report.offsets_back.count)))
     rows.append(("ownerless", "-", "a free partition not taken for 5+ s, ZooKeeper up", "NO", str(report.ownerless.count)))
     rows.append(("while paused", "-", "a batch started by a paused instance", "NO", str(report.while_paused.count)))
+    rows.append(("held back", "-", "waited near as long as a partition held back on purpose", "NO", str(report.held_back.count)))
+    rows.append(("two batches at once", "-", "one partition's batches in hand together in a process", "NO", str(report.overlapping.count)))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    lines += format_waits(report)
     summary = ", ".join(f"{k} {v}" for k, v in report.events.items())
     faults = ", ".join(f"{k} {v}" for k, v in report.faults.items())
     verdict = "OK" if report.violations == 0 else f"{report.violations} VIOLATION(S)"
@@ -113,6 +146,25 @@ def format_table(report: Report) -> str:
         verdict += f", {len(report.problems)} PROBLEM(S) WITH THE RUN ITSELF"
     extra = [*report.notes, *(f"problem: {p}" for p in report.problems)]
     return "\n".join([f"soak ({report.mode}): {verdict}", f"events: {summary}", f"faults: {faults}", *lines, *extra])
+
+
+def _clock(at: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(at)) + f".{int(at * 10) % 10}"
+
+
+def format_waits(report: Report) -> list[str]:
+    """Each partition's longest wait, one line per partition (nothing for a run without them)."""
+    if not report.waits:
+        return []
+    rows = [("partition", "longest wait", "offset", "acknowledged", "delivered")]
+    rows += [
+        (f"[{p}]", f"{w.seconds:.1f} s", str(w.offset), _clock(w.acked_at), _clock(w.delivered_at))
+        for p, w in sorted(report.waits.items())
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    lines = ["  ".join(cell.rjust(widths[i]) for i, cell in enumerate(r)) for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return ["", "records waiting, acknowledged and not yet delivered:", *lines]
 
 
 def format_matrix(report: Report, columns: tuple[str, ...]) -> str:

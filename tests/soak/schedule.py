@@ -9,7 +9,10 @@ the run went (how many members are alive) does not shift the sequence. Timings o
 itself (when a rebalance lands) are not reproducible; the executed schedule is recorded.
 
 :class:`FixedPlan` is the guarantee matrix's schedule: every kind exactly once, in a fixed order
-(:data:`MATRIX_ORDER`), with short gaps, so one short run shows every column of a row.
+(:data:`MATRIX_ORDER`), with short gaps, so one short run shows every column of a row. Its order
+may hold the steps that put a partition under a condition and lift it
+(:data:`tests.soak.conditions.CONDITION_KINDS`): the rows of a partition that never drains
+(:data:`POISONED_ORDER`) and of a slow one (:data:`SLOW_ORDER`).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
+
+from tests.soak.conditions import CONDITION_KINDS
 
 KINDS = (
     "join",
@@ -109,6 +114,37 @@ MATRIX_ORDER = (
 )
 assert sorted(MATRIX_ORDER) == sorted(KINDS)
 
+# A partition that never drains: poisoned, left alone long enough for its backlog to fill its
+# owner's budget many times over, then, each aimed at the poisoned partition's holder (or at
+# the partition): a rebalance, hot deploys in place and by resubscribing, a reset back into the
+# poison, ZooKeeper frozen past the session timeout, the holder frozen past it (its session
+# surely expires: the partition lost, and taken back when the assignment gives it back), a
+# SIGTERM; then the operator's cure, a reset past the poison.
+POISONED_ORDER = (
+    "poison",
+    "join",
+    "deploy_in_place",
+    "reset_offset",
+    "deploy_resubscribe",
+    "zk_expire",
+    "zombie",
+    "leave",
+    "cure",
+)
+# A slow partition beside fast ones: slow from the start to the end of the load (lifted before
+# the drain), with the same events aimed at the process that has just started a batch of it,
+# whose batches outlast a short shutdown_timeout_s (a resubscribe and a SIGTERM with a batch
+# in hand). The sessions expire before the hot deploys: an expiry right after the resubscribe
+# would excuse what it re-delivers.
+SLOW_ORDER = (
+    "slow",
+    "join",
+    "zk_expire",
+    "deploy_in_place",
+    "deploy_resubscribe",
+    "leave",
+)
+
 
 class FixedPlan:
     """Every kind of ``order`` once, in that order, each after ``gap_s`` under load.
@@ -118,9 +154,9 @@ class FixedPlan:
     """
 
     def __init__(self, seed: int, order: tuple[str, ...] = MATRIX_ORDER, gap_s: float = 1.5) -> None:
-        unknown = set(order) - set(KINDS)
+        unknown = set(order) - set(KINDS) - set(CONDITION_KINDS)
         if unknown:
-            raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(KINDS)}")
+            raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {', '.join((*KINDS, *CONDITION_KINDS))}")
         self.seed = seed
         self.order = order
         self.choices = random.Random(f"matrix-choices-{seed}")

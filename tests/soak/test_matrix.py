@@ -35,15 +35,17 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from tests.soak.faults import FaultTiming
 from tests.soak.harness import SoakOptions, run_soak
+from tests.soak.history import read_faults
 from tests.soak.modes import ModeSettings
 from tests.soak.report import Report, format_matrix, format_table
-from tests.soak.schedule import MATRIX_ORDER
+from tests.soak.schedule import MATRIX_ORDER, POISONED_ORDER, SLOW_ORDER
 
 # Starts servers of its own: a live ZooKeeper and broker (see tests/conftest.py).
 pytestmark = pytest.mark.cluster
@@ -63,7 +65,30 @@ TIMING = FaultTiming(
 )
 
 
-def _options(mode: str, seed: int) -> SoakOptions:
+# The rows of a partition held back: a small share (40 events, batches of 20), so that the held
+# partition's backlog fills its owner's whole budget within seconds; the condition alone for
+# 45 s before the events, which are aimed at its holder (before shares were kept, its holder's
+# other partitions waited through that stretch: longer than the events after it, so over a
+# third of the held partition's wait). A slow partition's batch takes 10 s (2 events a second
+# against the 62 it gets; before shares were kept, the others' records waited behind what had
+# been fetched ahead for it, drained at that pace): the hot deploys and the SIGTERM aimed at
+# its holder meet a batch at its start, which outlasts the row's shutdown_timeout_s of 1 s and
+# the 5 s a resubscribe used to wait for a worker after it.
+HELD_SETTINGS = ModeSettings(batch_max_events=20, buffer_max_events=40)
+HELD_TIMING = replace(TIMING, condition_alone_s=45.0, slow_batch_s=10.0)
+# The slow row's processor also commits the first half of every 20th batch of each partition
+# itself (ChannelContext.commit), while the previous batch's advance() usually still waits for
+# its commit interval.
+HELD_ROWS = {
+    "poisoned": (POISONED_ORDER, HELD_SETTINGS),
+    "slow": (SLOW_ORDER, replace(HELD_SETTINGS, shutdown_timeout_s=1.0, own_commit_every=20)),
+}
+
+
+def _options(mode: str, seed: int, held: str | None = None) -> SoakOptions:
+    if held is not None:
+        order, settings = HELD_ROWS[held]
+        return replace(_options(mode, seed), schedule=order, settings=settings, timing=HELD_TIMING, aim=True)
     return SoakOptions(
         seed=seed,
         mode=mode,
@@ -94,21 +119,46 @@ def matrix_seed(request: pytest.FixtureRequest) -> int:
     return int(value if value is not None else os.environ.get("JETKAFKA_SOAK_SEED", "1"))
 
 
-def _row(mode: str, seed: int, base: str | None, tmp_path: Path) -> Report:
-    run_dir = (Path(base) if base else tmp_path) / f"matrix-{mode}-seed{seed}-{time.strftime('%Y%m%dT%H%M%S')}"
-    print(f"\nmatrix row {mode}: seed {seed}, in {run_dir}")
+def _row(mode: str, seed: int, base: str | None, tmp_path: Path, held: str | None = None) -> Report:
+    name = f"{mode}-{held}" if held else mode
+    run_dir = (Path(base) if base else tmp_path) / f"matrix-{name}-seed{seed}-{time.strftime('%Y%m%dT%H%M%S')}"
+    print(f"\nmatrix row {name}: seed {seed}, in {run_dir}")
     started = time.monotonic()
-    report = run_soak(_options(mode, seed), run_dir)
+    options = _options(mode, seed, held)
+    columns = (*options.schedule, "processor_raise") if held else COLUMNS
+    report = run_soak(options, run_dir)
     print(format_table(report))
-    print(format_matrix(report, COLUMNS))
+    print(format_matrix(report, columns))
     print(f"wall time {time.monotonic() - started:.0f} s; report: {run_dir / 'report.json'}")
-    assert report.violations == 0, f"{report.violations} violation(s) in the {mode} row, seed {seed}; see {run_dir / 'report.txt'}"
-    assert not report.problems, f"the {mode} row's run itself failed, seed {seed}: {report.problems}"
-    missing = [kind for kind in COLUMNS if not report.faults.get(kind)]
-    assert not missing, f"the {mode} row never injected {missing}: its run proves nothing about them"
+    assert report.violations == 0, f"{report.violations} violation(s) in the {name} row, seed {seed}; see {run_dir / 'report.txt'}"
+    assert not report.problems, f"the {name} row's run itself failed, seed {seed}: {report.problems}"
+    missing = [kind for kind in columns if not report.faults.get(kind)]
+    assert not missing, f"the {name} row never injected {missing}: its run proves nothing about them"
     floods = [note for note in report.notes if note.startswith("log flood")]
-    assert not floods, f"the {mode} row's members logged the same error over and over (a loop): {floods}"
+    assert not floods, f"the {name} row's members logged the same error over and over (a loop): {floods}"
+    if held:
+        _held_back_for_real(report, options, run_dir)
     return report
+
+
+def _held_back_for_real(report: Report, options: SoakOptions, run_dir: Path) -> None:
+    """The condition held its partition back, and long enough for its backlog to fill the
+    budget of any member holding it: otherwise the row's isolation check proves nothing."""
+    faults = read_faults(run_dir / "faults.json")
+    condition = next(f for f in faults if f.kind in ("poison", "slow"))
+    missed = [f.kind for f in faults if f.detail.get("met_a_batch_at_its_start") is False]
+    assert not missed, f"{missed} never met a batch of the slow partition at its start: they did not test a batch outlasting the shutdown"
+    p = condition.partitions[0]
+    budget = options.partitions * options.settings.buffer_max_events
+    assert condition.detail.get("backlog", 0) > budget, (
+        f"[{p}] had {condition.detail.get('backlog')} records waiting when its {condition.kind} ended: never more "
+        f"than the budget of {budget}, so nothing had to hold it to its share"
+    )
+    alone = options.timing.condition_alone_s
+    assert p in report.waits and report.waits[p].seconds >= alone, (
+        f"[{p}] waited {report.waits[p].seconds if p in report.waits else 0:.1f} s at most, under its {alone:g} s "
+        f"alone: the {condition.kind} never held it back"
+    )
 
 
 @pytest.mark.slow
@@ -147,6 +197,18 @@ def test_matrix_dispatcher(matrix_seed: int, soak_dir: str | None, tmp_path: Pat
 def test_matrix_recovery(matrix_seed: int, soak_dir: str | None, tmp_path: Path) -> None:
     report = _row("recovery", matrix_seed, soak_dir, tmp_path)
     assert report.events.get("recovery_deliveries", 0) > 0, "no recovery range was ever recovered: the row proves nothing"
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(900)
+def test_matrix_poisoned_partition(matrix_seed: int, soak_dir: str | None, tmp_path: Path) -> None:
+    _row("batch", matrix_seed, soak_dir, tmp_path, held="poisoned")
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(900)
+def test_matrix_slow_partition(matrix_seed: int, soak_dir: str | None, tmp_path: Path) -> None:
+    _row("batch", matrix_seed, soak_dir, tmp_path, held="slow")
 
 
 @pytest.mark.soak

@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from tests.soak.fencing import Hold, Session, ZooKeeperHistory
-from tests.soak.history import Callback, Delivery, Fault
+from tests.soak.history import Batch, Callback, Delivery, Fault
 
 TOLERANCE_S = 0.1
 # How long after SIGCONT a thawed process may still be calling its processor with the batch a
@@ -26,15 +26,18 @@ TOLERANCE_S = 0.1
 THAW_S = 1.0
 # A fault's effects (a rebalance, a re-read) can show a few seconds after it ends.
 AFTERMATH_S = 15.0
-RESET_KINDS = frozenset({"reset_earliest", "reset_offset", "reset_time"})
+# The cure of a poisoned partition (tests.soak.conditions) is a reset like the others.
+RESET_KINDS = frozenset({"reset_earliest", "reset_offset", "reset_time", "cure"})
 
 
 class Timeline:
     def __init__(
         self, faults: list[Fault], callbacks: list[Callback], zk: ZooKeeperHistory,
-        server_hangs: list[float] = (), timeout: float = 10.0,
+        server_hangs: list[float] = (), timeout: float = 10.0, batches: Iterable[Batch] = (),
     ) -> None:
         self.zk = zk
+        # When each batch returned, by its process, partition and start (the recorders' E lines).
+        self._batch_ends = {(b.pid, b.topic, b.partition, round(b.start, 6)): b.end for b in batches}
         self.faults = sorted(faults, key=lambda f: f.start)
         self.failures = [c for c in callbacks if c.kind == "R"]
         self.faults += [
@@ -102,6 +105,14 @@ class Timeline:
                 found = zxid
         return found
 
+    def hold_end(self, d: Delivery) -> float | None:
+        """When the hold ``d`` was delivered under ended (by its process and time); None if it
+        did not, or none is known."""
+        for start, end, _zxid in self._holds.get((d.pid, d.topic, d.partition), []):
+            if start - TOLERANCE_S <= d.at <= end + TOLERANCE_S:
+                return end if end != float("inf") else None
+        return None
+
     def held(self, d: Delivery) -> bool:
         """Whether ``d``'s process held the partition when ``d`` happened (its token's hold, if known)."""
         if d.epoch is not None:
@@ -132,6 +143,19 @@ class Timeline:
             if f.kind != "zombie" or d.pid not in f.pids or not f.end - TOLERANCE_S <= d.at <= f.end + THAW_S:
                 continue
             if any(start - TOLERANCE_S <= f.start <= end + TOLERANCE_S for start, end, _ in holds):
+                return f
+        return None
+
+    def timed_out_leave(self, d: Delivery, timeout: float) -> Fault | None:
+        """The SIGTERM of ``d``'s process whose shutdown ran out of ``timeout`` (it exited 1)
+        with ``d``'s batch in hand: started by then, and not returned (its ``E`` line later, or
+        none: the process ended in it)."""
+        for f in self.faults:
+            if f.kind != "leave" or d.pid not in f.pids or f.detail.get("exit") != 1:
+                continue
+            cutoff = f.start + timeout
+            end = self._batch_ends.get((d.pid, d.topic, d.partition, round(d.at, 6)))
+            if d.at <= cutoff + TOLERANCE_S and (end is None or end > cutoff - TOLERANCE_S):
                 return f
         return None
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from tests.soak.checker import check
 from tests.soak.fencing import replay
 from tests.soak.guarantee import guarantee_for
-from tests.soak.history import Callback, Delivery, Fault
+from tests.soak.history import Batch, Callback, Delivery, Fault
 from tests.soak.report import Cause, Report
 from tests.support.zk_txnlog import Op, Txn
 
@@ -32,7 +32,9 @@ class World:
     deliveries: list[Delivery] = field(default_factory=list)
     callbacks: list[Callback] = field(default_factory=list)
     acked: dict[int, tuple[int, int]] = field(default_factory=dict)
+    acked_at: dict[int, float] = field(default_factory=dict)
     faults: list[Fault] = field(default_factory=list)
+    batches: list[Batch] = field(default_factory=list)
 
     def _txn(self, session: int, at: float, kind: str, *ops: Op, cxid: int = 1) -> None:
         self.txns.append(Txn(session, cxid, len(self.txns) + 1, int(at * 1000), kind, ops))
@@ -106,9 +108,17 @@ class World:
         """An injected failure of the batch of ``events`` events from ``first`` (an ``R`` line)."""
         self.callbacks.append(Callback("R", pid, at, TOPIC, p, str(first), len(self.callbacks), events))
 
-    def produce(self, p: int, offsets: range) -> None:
+    def produce(self, p: int, offsets: range, at: float | None = None) -> None:
+        """Records acknowledged by the broker (at ``at``, when the test measures waits)."""
         for o in offsets:
             self.acked[p * 1000 + o] = (p, o)
+            if at is not None:
+                self.acked_at[p * 1000 + o] = at
+
+    def batch(self, pid: int, start: float, end: float, p: int, offsets: range, *, recovery: bool = False) -> None:
+        """A batch delivered at ``start`` that returned at ``end`` (its ``D`` lines and its ``E`` line)."""
+        self.deliver(pid, start, p, offsets, recovery=recovery)
+        self.batches.append(Batch(pid, start, end, TOPIC, p, offsets[0], recovery))
 
     def fault(self, kind: str, start: float, end: float, pids: list[int] = (), partitions: list[int] = (), **detail) -> None:
         self.faults.append(Fault(kind, start, end, list(pids), list(partitions), detail))
@@ -119,6 +129,7 @@ class World:
             mode=mode, topic=TOPIC, acked=self.acked, deliveries=self.deliveries, callbacks=self.callbacks,
             faults=self.faults, zk=replay(self.txns, "g"), session_timeout_s=10,
             guarantee=guarantee_for(mode, {"session_timeout_s": 10, **params}), paused=paused,
+            acked_at=self.acked_at, batches=self.batches,
         )
 
 
