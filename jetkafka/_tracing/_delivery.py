@@ -211,7 +211,14 @@ class SpanDelivery:
             self._report(timeout_s, ran_out=True)
             return False
         flush = _Flush(self._batches, self._tally)
-        flush.start()
+        try:
+            flush.start()
+        except RuntimeError:
+            # No new thread at the interpreter's exit (Python 3.12 refuses one in an atexit
+            # handler): waiting here could outlast the bound, so what is queued is dropped.
+            ran_out = flush.abandon()
+            self._report(timeout_s, ran_out)
+            return not ran_out
         ran_out = not flush.wait(timeout_s) and flush.abandon()
         self._report(timeout_s, ran_out)
         return not ran_out

@@ -68,6 +68,7 @@ class PartitionBuffer:
         self.out_of_range = False  # the broker reported the fetch offset out of range
         self.closed = False  # the partition left the channel: nothing is appended any more
         self.events_shed = 0  # events given back to other partitions (fetched again later)
+        self.appends = 0  # runs appended: what the share check compares to see a fetch arrive
         self._over = False  # beyond its share, as last told to the budget
         # The budget's count of ended waits downstream when this buffer was last within its
         # share: a wait in progress then or begun since excuses it (jetkafka.channel._budget).
@@ -101,6 +102,7 @@ class PartitionBuffer:
             self.buffered_bytes += size
             self.budget.added(len(run), size)
             self.fetch_next = offset_of(run[-1]) + 1
+            self.appends += 1
             self._track_share()
             if not hold_to_share or not self._over or self.fetch_paused or self.excused():
                 return False

@@ -21,7 +21,8 @@ Threads and locks, per field:
   retry it.
 * ``advanced``: by the worker holding the turn, with no lock (only that worker reads it, through
   ``last_commit``), and by a processor's thread after its own commit outside the turns
-  (:meth:`PartitionCommitter.committed_outside_turns`, which only resets it).
+  (:meth:`PartitionCommitter.superseded` before and :meth:`PartitionCommitter.committed_outside_turns`
+  after its own commit outside the turns, which only reset it).
 
 Pipelined commits travel in the committer's :class:`CommitPipeline`
 (:mod:`jetkafka.channel._commit_pipeline`: its ordering guarantee and failure modes), which
@@ -291,9 +292,10 @@ class PartitionCommitter:
         right now is waited for, and one about to retry finds nothing to retry: the two read
         and clear it under one lock, so the retry lands before this commit or not at all.
 
-        Dropped, such an advance is not written even if the commit outside then fails; what it
-        covered is read again by the next owner unless a later commit covers it (at least
-        once). An advance made while the commit outside is on its way is not ordered with it.
+        Dropped, such an advance is not written even if the commit outside then fails, and no
+        longer counts as sent: the next advance to its offset is sent again; until then, what
+        it covered is read again by the next owner (at least once). An advance made while the
+        commit outside is on its way is not ordered with it.
         """
         states = list(states)
         for state in states:
@@ -310,6 +312,10 @@ class PartitionCommitter:
                         state.commit_pending,
                     )
                     state.commit_pending = None
+                # What was dropped is no longer the newest commit: if the commit outside
+                # does not land, the next advance to that offset must be sent again, and a
+                # revert() go back to what landed.
+                state.advanced = None
 
     @staticmethod
     def committed_outside_turns(state: PartitionState) -> None:

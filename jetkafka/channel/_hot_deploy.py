@@ -274,14 +274,16 @@ class HotDeploy:
         cfg = new.channel
         logging.getLogger("jetkafka").setLevel(new.logging.level)
         if (runner := channel._runner) is not None:
-            runner.config = cfg
             failures = runner.failures
-            failures.config = cfg
+            old_sink = None
             if cfg.on_error != old_policy:
-                # A producer per change would open connections to the brokers each time.
+                # A producer per change would open connections to the brokers each time. In
+                # place before the runner wakes the partitions waiting out a back-off (its
+                # config setter): their next attempt goes to the new topic, never the old one.
                 old_sink, failures.dead_letter = failures.dead_letter, channel._dead_letter_sink()
-                if old_sink is not None:
-                    old_sink.close()
+            runner.config = cfg  # and failures.config, waking the back-offs of an on_error change
+            if old_sink is not None:
+                old_sink.close()
         if channel._queue is not None:
             channel._queue.set_idle_ms(cfg.idle_ms)
         if channel._committer is not None:

@@ -179,6 +179,9 @@ class InboundChannel:
     def _start(self) -> None:
         cfg = self.config.channel
         self._controller = self._given_controller or ProcessSession.shared(self.config.zookeeper)
+        # The parts of an earlier start belong to its EndedStart now: a start that fails before
+        # building its own must not stop those (they may still hand over a held-over partition).
+        self._queue, self._membership, self._runner, self._committer = None, None, None, None
         try:
             self._queue = PartitionQueue(cfg.idle_ms)
             self._budget = BufferBudget(cfg.buffer_max_events, cfg.buffer_max_bytes)
@@ -235,7 +238,10 @@ class InboundChannel:
             )
             self._membership.start()
         except BaseException:
-            self._teardown()
+            # What earlier starts hold over stays held over: a resubscribe whose start fails is
+            # rolled back, and giving those up would let another instance take a partition
+            # whose call still runs here.
+            self._teardown(keep_earlier=True)
             raise
         self._running = True
         log.info(
@@ -305,9 +311,10 @@ class InboundChannel:
             return None
         return DeadLetterSink(self.config.kafka, policy.dead_letter_topic, self.config.channel.group)
 
-    def _teardown(self, hold_over: bool = False) -> None:
+    def _teardown(self, hold_over: bool = False, keep_earlier: bool = False) -> None:
         """Stop this start's parts; what is still in the table then is held over until its
-        call returns (``hold_over``), or given up with what earlier starts held over."""
+        call returns (``hold_over``), or given up with what earlier starts held over (unless
+        ``keep_earlier``: a start that failed)."""
         if self._pause_watch is not None:
             self._pause_watch.stop()
             self._pause_watch = None
@@ -327,7 +334,7 @@ class InboundChannel:
         )
         self._workers = []
         self._committer = None
-        if not hold_over:
+        if not hold_over and not keep_earlier:
             self._give_up_ended()
         if hold_over and ended.states:
             ended.hand_over_in_background()

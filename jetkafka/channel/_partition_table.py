@@ -24,7 +24,7 @@ States of an ended start: a start of the channel (:meth:`InboundChannel.start`) 
 resubscribe or a shutdown, after waiting ``shutdown_timeout_s`` for its partitions' releases. A
 state still in the table then is *held over* (:meth:`hold_over`, by the thread ending the
 start): it stays leased (a resubscribe keeps its owner node until the start's workers hand it
-over, :mod:`jetkafka.channel._held_over`) and leaves through ``drop`` as any other. A shutdown
+over, :mod:`jetkafka.channel._ended_start`) and leaves through ``drop`` as any other. A shutdown
 *gives it up* (:meth:`give_up`): it leaves the leased partitions at once, and is kept apart,
 only while a worker of its start still has it in hand, so that :meth:`in_earlier_start` can
 answer. A rebalance never adopts a partition whose state of an ended start may still be inside

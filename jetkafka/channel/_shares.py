@@ -11,10 +11,13 @@ How:
 
 * A partition *wants room* when it could fetch (not paused, halted, failing, leaving, nor
   paused for its share), less than half its share is buffered, and the broker reported records
-  beyond what it fetched (its log end).
+  beyond what it fetched (its log end), unless nothing came from there for :data:`SETTLE_S`
+  while it could fetch (a transaction's commit marker, not a record, ends its log).
+* A partition that cannot drain gives back what it borrowed beyond its share as soon as
+  another wants room or the budget is spent.
 * While some partition wants room, a buffer beyond its share stops fetching (paused in
-  librdkafka, :meth:`~jetkafka.channel._buffer.PartitionBuffer.append`); one that cannot drain
-  gives back what it borrowed at once, and once the budget is spent, so does a draining one
+  librdkafka, :meth:`~jetkafka.channel._buffer.PartitionBuffer.append`); once the budget is
+  spent, so does a draining one
   still beyond its share :data:`SHED_AFTER_S` after it stopped (one poll may have handed a
   fast partition a run beyond its share, which it processes sooner than that): its newest
   events are dropped and fetched again, from the same offset, once half its share is left
@@ -30,7 +33,7 @@ How:
 Costs: nothing is evaluated while every buffer stays within its share; the check walks the
 owned partitions at most every :data:`CHECK_S` while one is beyond it. Giving room back costs a
 second fetch of the events dropped, which happens only while a partition holds more than its
-share and another one has records waiting.
+share and another one has records waiting, or, for one that cannot drain, the budget is spent.
 
 Runs on the fetcher thread (:meth:`BufferShares.check`); reads the partitions' fields without
 their locks (each value at worst one step old: a decision is then taken at the next check).
@@ -39,6 +42,7 @@ their locks (each value at worst one step old: a decision is then taken at the n
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -57,6 +61,10 @@ CHECK_S = 0.1
 # before it gives back what it borrowed: one poll can hand a partition a run beyond its share,
 # which a fast one processes within this, and a slow one does not.
 SHED_AFTER_S = 0.5
+# A partition whose log end stays beyond its fetch position this long, while it could fetch and
+# nothing arrives, holds no record there: a transaction's commit marker ends the log, or the log
+# was truncated below the end last reported. It wants no room until its log end moves.
+SETTLE_S = 1.0
 
 
 def stalled(state: PartitionState) -> bool:
@@ -104,18 +112,30 @@ class BufferShares:
         self.others_want_room = False
         self.events_shed = 0
         self.pauses = 0
+        # Per partition with records reported beyond its fetch position: (log end, appends)
+        # when first seen so, and since when; once settled, the log end holding no record.
+        self._gaps: dict[PartitionState, tuple[tuple[int | None, int], float]] = {}
+        self._settled: dict[PartitionState, int] = {}
 
     def check(self, spent: bool) -> list[PartitionState]:
         """Look at the owned partitions; return those whose fetch must pause now (held at
         their share, or having given back what they borrowed)."""
         states = list(self._partitions())
-        if not any(map(wants_room, states)):
-            self.others_want_room = False
-            if spent and self._log_ends is not None:
-                self._log_ends.look_up([s for s in states if has_room(s)])
-            return []
-        self.others_want_room = True
         to_pause: list[PartitionState] = []
+        if spent:
+            # One that cannot drain has no use for what it borrowed: the room goes back at
+            # once, before anyone is known to want it (nothing is fetched while it is spent).
+            for state in states:
+                if state.buffer.over_share and stalled(state):
+                    self._shed(state, to_pause)
+        waiting = [state for state in states if self._waiting(state, spent)]  # each one: they track
+        if not waiting:
+            self.others_want_room = False
+            if spent and not to_pause and self._log_ends is not None:
+                self._log_ends.look_up([s for s in states if has_room(s)])
+            self.pauses += len(to_pause)
+            return to_pause
+        self.others_want_room = True
         for state in states:
             buffer = state.buffer
             if not buffer.over_share:
@@ -134,6 +154,42 @@ class BufferShares:
                 to_pause.append(state)
         self.pauses += len(to_pause)
         return to_pause
+
+    def _waiting(self, state: PartitionState, spent: bool) -> bool:
+        """:func:`wants_room`, unless the records reported beyond its fetch position have not
+        come for :data:`SETTLE_S` while it could fetch (see :data:`SETTLE_S`)."""
+        if not wants_room(state):
+            self._gaps.pop(state, None)
+            return False
+        buffer = state.buffer
+        if self._settled.get(state) == buffer.log_end:
+            return False
+        mark = (buffer.log_end, buffer.appends)
+        now = time.monotonic()
+        seen = self._gaps.get(state)
+        if seen is None or seen[0] != mark:
+            self._gaps[state] = (mark, now)
+            self._forget_gone()
+            return True
+        if spent or now - seen[1] < SETTLE_S:
+            return True  # with the budget spent nothing is fetched: it may still come
+        del self._gaps[state]
+        assert buffer.log_end is not None
+        self._settled[state] = buffer.log_end
+        log.debug(
+            "%s[%d]: nothing came from offset %d to the log end %d for %.1f s (a commit marker); wants no room",
+            state.topic,
+            state.partition,
+            buffer.fetch_next,
+            buffer.log_end,
+            SETTLE_S,
+        )
+        return False
+
+    def _forget_gone(self) -> None:
+        for memo in (self._gaps, self._settled):
+            for state in [s for s in memo if s.removed]:
+                del memo[state]
 
     def _shed(self, state: PartitionState, to_pause: list[PartitionState]) -> None:
         dropped = state.buffer.shed()

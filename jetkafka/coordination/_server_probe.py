@@ -119,8 +119,13 @@ def _connect_all(server: str, selector: selectors.BaseSelector) -> list[_Address
     except socket.gaierror as exc:
         return ServerAnswer(server, Outcome.UNRESOLVED, exc.strerror or str(exc))
     started: list[_Address] = []
+    unusable: OSError | None = None
     for family, kind, proto, _, sockaddr in infos:
-        sock = socket.socket(family, kind, proto)
+        try:
+            sock = socket.socket(family, kind, proto)
+        except OSError as exc:  # an address family this host cannot use (IPv6 switched off)
+            unusable = exc
+            continue
         sock.setblocking(False)
         address = _Address(server, sock)
         started.append(address)
@@ -129,6 +134,8 @@ def _connect_all(server: str, selector: selectors.BaseSelector) -> list[_Address
             selector.register(sock, selectors.EVENT_WRITE, address)
         else:
             _refused_or_unreachable(address, code)
+    if not started and unusable is not None:
+        return ServerAnswer(server, Outcome.UNREACHABLE, unusable.strerror or str(unusable))
     return started
 
 

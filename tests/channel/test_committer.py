@@ -234,3 +234,23 @@ def test_a_commit_outside_the_turns_drops_the_pending_commit_and_waits_for_a_ret
         assert not superseding.is_alive() and state.committed == 30 and state.commit_pending is None
     finally:
         committer.close()
+
+
+def test_an_advance_dropped_for_a_commit_outside_that_did_not_land_is_sent_again() -> None:
+    # The processor's own commit superseded the advance waiting for its interval, then did not
+    # land (OffsetMoved, or no answer). The dropped advance used to count as sent: the next
+    # advance to the same offset was skipped, and the committed offset stayed behind for good.
+    committer, state, membership, _, _ = _committer(pipelined=True)
+    try:
+        assert committer._pipeline is not None
+        committer._pipeline.set_interval(60.0)  # the second advance waits for its interval
+        assert committer.advance(state, 20) and state.committed == 20
+        assert committer.advance(state, 30) and membership.offsets.sent == [20]
+        committer.superseded([state])
+        assert state.last_commit == 20  # what landed; a revert() goes back there
+        committer._pipeline.set_interval(0.0)
+        committer.advance(state, 30)
+        committer.settle(state)
+        assert membership.offsets.sent[-1] == 30 and state.committed == 30
+    finally:
+        committer.close()

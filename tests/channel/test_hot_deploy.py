@@ -396,6 +396,39 @@ def test_a_partition_held_over_by_a_resubscribe_goes_to_another_instance_only_af
     assert sorted(proc.ids()) == list(range(100)), "lost or delivered twice"
 
 
+def test_a_resubscribe_whose_new_start_fails_keeps_the_partition_held_over(
+    zk, zk_connect, kafka_config, topic_factory, produce
+) -> None:
+    """The new start of a resubscribe fails (a static partition the topic does not have) and
+    the change is rolled back: the partition whose call outlasted the wait stays held over.
+    Giving it up let another instance take it while the call still ran here (two calls at once)."""
+    topic = topic_factory(partitions=1)
+    produce(topic, values(100, 1))
+    config = stuck_channel_config(zk_connect, kafka_config, topic)
+    block = BlockFirstBatch()
+    proc = RecordingProcessor(block)
+    first = InboundChannel.from_dict(config, processor=proc)
+    second = InboundChannel.from_dict(config, processor=proc)
+    first.start()
+    try:
+        assert block.entered.wait(30), "the first batch never came"
+        second.start()
+        wait_until(lambda: len(first._started_membership().registry.live()) == 2, what="both registered")
+        bad = {**config, "channel": {**config["channel"], "coordinator": "static", "partitions": {topic: [7]}}}
+        assert first.reconfigure(parsed(bad)).kind == "rejected"
+        assert first.running
+        time.sleep(1.5)
+        assert second.owned_partitions() == [], "taken while the first instance's call was still running"
+        block.release.set()
+        wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 100}, what="every event committed")
+    finally:
+        block.release.set()
+        first.shutdown()
+        second.shutdown()
+    assert proc.violations == []
+    assert sorted(proc.ids()) == list(range(100)), "lost or delivered twice"
+
+
 def test_a_shutdown_gives_up_a_partition_whose_batch_outlasts_it_and_a_new_start_waits_for_that_batch(
     zk, zk_connect, kafka_config, topic_factory, produce
 ) -> None:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 
 from confluent_kafka import Message
 
 from jetkafka.channel._budget import BufferBudget
 from jetkafka.channel._partition import PartitionState
-from jetkafka.channel._shares import SHED_AFTER_S, BufferShares, has_room, wants_room
+from jetkafka.channel._shares import SETTLE_S, SHED_AFTER_S, BufferShares, has_room, wants_room
 
 TOPIC = "orders"
 
@@ -114,3 +115,33 @@ def test_a_draining_partition_is_held_first_and_gives_back_only_if_still_beyond_
     busy.buffer.held_since = busy.buffer.held_since - SHED_AFTER_S  # type: ignore[operator]
     assert shares.check(spent=True) == [busy]
     assert busy.buffer.buffered == 100 and shares.events_shed == 250
+
+
+def test_a_log_end_that_holds_no_record_stops_wanting_room_once_nothing_comes(monkeypatch) -> None:
+    # On a transactional topic the log ends with a commit marker: one offset beyond the last
+    # record, never delivered. A quiet partition there looked as if a record waited for it,
+    # for good, and held every busy partition at its share.
+    states, _ = owned(3)
+    busy, quiet, _ = states
+    fill(busy, 0, 150, log_end=10_000)
+    fill(quiet, 0, 10, log_end=11)  # offset 10 is the marker
+    shares = BufferShares(lambda: states, Lookups())  # type: ignore[arg-type]
+    assert shares.check(spent=False) == [busy]  # a record may be on its way: held meanwhile
+    clock = [time.monotonic() + SETTLE_S]
+    monkeypatch.setattr("jetkafka.channel._shares.time.monotonic", lambda: clock[0])
+    assert shares.check(spent=False) == [] and not shares.others_want_room
+    fill(quiet, 11, 1, log_end=13)  # a real record after all: it wants room again
+    assert shares.check(spent=False) == [] and shares.others_want_room
+
+
+def test_a_partition_that_cannot_drain_gives_back_what_it_borrowed_once_the_budget_is_spent() -> None:
+    # Before anyone is known to want room: it could not use the room anyway.
+    states, budget = owned(3)
+    paused = states[0]
+    fill(paused, 0, 300, log_end=300)
+    paused.paused = True
+    lookups = Lookups()
+    shares = BufferShares(lambda: states, lookups)  # type: ignore[arg-type]
+    assert not shares.check(spent=False)  # room left: nothing to give back
+    assert budget.spent() and shares.check(spent=True) == [paused]
+    assert paused.buffer.buffered == 100 and not budget.spent() and lookups.asked == []

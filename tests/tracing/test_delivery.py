@@ -85,3 +85,22 @@ def test_spans_of_exports_that_failed_while_running_are_counted_once(caplog: pyt
         f"tracing: 4 spans not exported to {traced.delivery.url} (4 in exports that failed: {why}",
         f"tracing: 1 span not exported to {traced.delivery.url} (1 in exports that failed: {why}",
     ]
+
+
+def test_a_flush_where_no_thread_may_start_drops_the_queue_and_says_so(
+    silent: Traced, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Python 3.12 refuses a new thread in an atexit handler, where the flush at exit runs: the
+    # flush used to fail there with a traceback. It now drops what is queued, at once, counted.
+    caplog.set_level(logging.WARNING, "jetkafka.tracing")
+    silent.spans(2)
+
+    def refused(self: object) -> None:
+        raise RuntimeError("can't create new thread at interpreter shutdown")
+
+    monkeypatch.setattr("jetkafka._tracing._delivery.threading.Thread.start", refused)
+    started = time.monotonic()
+    assert silent.delivery.flush() is False
+    assert time.monotonic() - started < 0.5
+    (line,) = lost_lines(caplog)
+    assert line.startswith(f"tracing: 2 spans not exported to {silent.delivery.url} (2 not sent")
