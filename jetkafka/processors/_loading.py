@@ -200,8 +200,13 @@ def _instantiate(
             raise _signature_error(cls, signature, options, origin, shown) from None
     try:
         instance = cls(**options)
-    except ProcessorError:
-        raise  # the constructor named the option, the cause and the fix itself
+    except ProcessorError as exc:
+        # The constructor named the option, the cause and the fix itself; one that says which
+        # option (``key`` within the section, ``problem``, ``fix``) is placed at its line too.
+        key, problem = getattr(exc, "key", None), getattr(exc, "problem", None)
+        if origin is None or not isinstance(key, str) or not isinstance(problem, str):
+            raise
+        raise _error(origin, key, problem, str(getattr(exc, "fix", ""))) from None
     except Exception as exc:  # noqa: BLE001 - a constructor refusing the options is a config problem
         raised = f"raised {type(exc).__name__}: {exc}{_where(exc)}"
         if not options:

@@ -142,8 +142,8 @@ def closed_port() -> int:
 
 
 FIRST_LINE = (
-    "jetkafka: error: processor.options.schema: field order_id has type BIGINTT, which Spark does not know "
-    "(did you mean BIGINT?)"
+    "jetkafka: error: {path}:{line}: processor.options.schema: field order_id has type BIGINTT, which Spark does "
+    "not know (did you mean BIGINT?)"
 )
 FIX_LINE = (
     "  fix: write BIGINT for order_id; Spark's types: BOOLEAN, TINYINT, SMALLINT, INT, BIGINT, FLOAT, DOUBLE, "
@@ -167,7 +167,8 @@ def test_a_bad_type_stops_validate_and_run_with_one_message(command: str, tmp_pa
     )
     took = time.monotonic() - started
     assert done.returncode == 2, done.stdout + done.stderr
-    assert done.stderr.splitlines() == [FIRST_LINE, FIX_LINE], done.stderr
+    line = path.read_text().splitlines().index(next(s for s in path.read_text().splitlines() if "schema:" in s)) + 1
+    assert done.stderr.splitlines() == [FIRST_LINE.format(path=path, line=line), FIX_LINE], done.stderr
     assert done.stdout == ""
     assert took < 30, f"{command} took {took:.1f} s"
 
