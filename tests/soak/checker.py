@@ -193,11 +193,27 @@ _OVER = {
 }
 
 
-def _over_budget(kind: str, group: Budget, firsts: list[Delivery], g: Guarantee) -> str | None:
-    """Why a group of re-deliveries exceeds its bound, or None if it is within it."""
+def _span(firsts: list[Delivery], returns: dict[tuple[int, str, int, float], float]) -> float:
+    """From the earliest return of a batch of ``firsts`` (its start, if it never returned) to the
+    latest start among them: how long processing went on uncommitted, plus the batch in hand.
+    A batch is stamped with its start, and one that takes long (a slow sink) finished long after:
+    what the commit window bounds is what finished, not when it began."""
+    ended = min(returns.get((d.pid, d.topic, d.partition, d.at), d.at) for d in firsts)
+    return max(0.0, max(d.at for d in firsts) - ended)
+
+
+def _over_budget(
+    kind: str,
+    group: Budget,
+    firsts: list[Delivery],
+    g: Guarantee,
+    returns: dict[tuple[int, str, int, float], float] | None = None,
+) -> str | None:
+    """Why a group of re-deliveries exceeds its bound, or None if it is within it. ``returns``:
+    when each batch returned, by (pid, topic, partition, its start's stamp)."""
     what, _session, partition, _ = group
     records = len({d.offset for d in firsts})
-    span = max(d.at for d in firsts) - min(d.at for d in firsts)
+    span = _span(firsts, returns or {})
     where = f"session 0x{group[1]:x} [{partition}]: {records} record(s) first delivered over {span:.2f} s"
     if what == "timed_out":
         batches = len({d.at for d in firsts})
@@ -325,14 +341,15 @@ def check(
             else:
                 duplicated[cause].add(example)
     crowded = _crowded_freezes(budgets, g)
+    returns = {(b.pid, b.topic, b.partition, b.start): b.end for b in batches or ()}
     largest: dict[tuple[str, str], tuple[int, float, Budget]] = {}
     for budget, entries in budgets.items():
         firsts = [first for _c, first, _e in entries]
-        size = (len({d.offset for d in firsts}), max(d.at for d in firsts) - min(d.at for d in firsts), budget)
+        size = (len({d.offset for d in firsts}), _span(firsts, returns), budget)
         which = (budget[0], entries[0][0].fault)
         if size[:2] > largest.get(which, (0, 0.0, budget))[:2]:
             largest[which] = size
-        over = _over_budget(entries[0][0].fault, budget, firsts, g) or crowded.get(budget)
+        over = _over_budget(entries[0][0].fault, budget, firsts, g, returns) or crowded.get(budget)
         for i, (cause, _first, example) in enumerate(entries):
             if over is None:
                 duplicated[cause].add(example)

@@ -58,6 +58,32 @@ def test_periodic_re_delivering_more_than_its_interval_is_a_violation() -> None:
     assert "20 record(s) first delivered over 8.50 s" in report.duplicated[next(iter(report.duplicated))].examples[0]
 
 
+def test_a_long_batch_that_finished_uncommitted_counts_from_its_return_not_its_start() -> None:
+    # A slow sink: a batch takes 10 s. The one that returned just before the instance was lost
+    # was stamped when it began, 10 s before the one then in hand; what the commit window bounds
+    # is processing that finished uncommitted, so the span runs from its return.
+    def slow_then_killed(returned: bool) -> World:
+        w = two_members()
+        w.deliver(1, 102.0, 0, range(10))
+        w.commit(A, 0, 10, 102.1)
+        if returned:
+            w.batch(1, 103.0, 113.0, 0, range(10, 20))  # its D lines and its E line
+        else:
+            w.deliver(1, 103.0, 0, range(10, 20))
+        w.deliver(1, 113.05, 0, range(20, 30))  # in hand when the process is killed
+        w.fault("kill", 113.2, 113.2, [1])
+        w.expire(A, 123.3)
+        w.take(B, 0, 10, 123.4)
+        w.deliver(2, 123.5, 0, range(10, 30))
+        w.commit(B, 0, 30, 123.6)
+        return w
+
+    within = slow_then_killed(returned=True).check("batch", session_timeout_s=4)
+    assert only(within.duplicated) == {("kill", EXPIRED, True): 20} and within.violations == 0
+    unknown = slow_then_killed(returned=False).check("batch", session_timeout_s=4)
+    assert only(unknown.duplicated) == {("kill", "more re-delivered after the expiry than the mode allows", False): 20}
+
+
 # -- SimpleKafkaProcessor: no-duplication -------------------------------------------------------
 
 
