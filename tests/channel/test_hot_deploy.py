@@ -8,6 +8,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -359,6 +361,30 @@ def test_a_resubscribe_keeps_a_partition_whose_batch_outlasts_the_shutdown_timeo
     assert [c[2] for c in proc.calls_named("termination")][:1] == [10]  # released after the call: at its end
 
 
+@contextmanager
+def stuck_beside_another(
+    zk_connect: str, kafka_config: dict, topic: str
+) -> Iterator[tuple[dict[str, Any], BlockFirstBatch, RecordingProcessor, InboundChannel, InboundChannel]]:
+    """Two instances of one group (one processor, so its check sees the calls of either): the
+    first holds the topic's partition with its first batch blocked, then the second joins.
+    Both are shut down, and the batch released, on the way out."""
+    config = stuck_channel_config(zk_connect, kafka_config, topic)
+    block = BlockFirstBatch()
+    proc = RecordingProcessor(block)
+    first = InboundChannel.from_dict(config, processor=proc)
+    second = InboundChannel.from_dict(config, processor=proc)
+    first.start()
+    try:
+        assert block.entered.wait(30), "the first batch never came"
+        second.start()
+        wait_until(lambda: len(first._started_membership().registry.live()) == 2, what="both registered")
+        yield config, block, proc, first, second
+    finally:
+        block.release.set()
+        first.shutdown()
+        second.shutdown()
+
+
 def test_a_partition_held_over_by_a_resubscribe_goes_to_another_instance_only_after_its_call(
     zk, zk_connect, kafka_config, topic_factory, produce
 ) -> None:
@@ -368,16 +394,7 @@ def test_a_partition_held_over_by_a_resubscribe_goes_to_another_instance_only_af
     in owned_partitions(), and the next shutdown does not wait for it."""
     topic, other = topic_factory(partitions=1), topic_factory(partitions=1)
     produce(topic, values(100, 1))
-    config = stuck_channel_config(zk_connect, kafka_config, topic)
-    block = BlockFirstBatch()
-    proc = RecordingProcessor(block)  # both instances: its check sees calls of either
-    first = InboundChannel.from_dict(config, processor=proc)
-    second = InboundChannel.from_dict(config, processor=proc)
-    first.start()
-    try:
-        assert block.entered.wait(30), "the first batch never came"
-        second.start()
-        wait_until(lambda: len(first._started_membership().registry.live()) == 2, what="both registered")
+    with stuck_beside_another(zk_connect, kafka_config, topic) as (config, block, proc, first, second):
         moved = {**config, "channel": {**config["channel"], "topics": [other]}}
         assert first.reconfigure(parsed(moved)).kind == "resubscribe"
         time.sleep(1.5)
@@ -388,10 +405,6 @@ def test_a_partition_held_over_by_a_resubscribe_goes_to_another_instance_only_af
         wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 100}, what="every event committed")
         assert first.owned_partitions() == [(other, 0)]
         assert first.shutdown(), "the shutdown waited for a partition it no longer holds"
-    finally:
-        block.release.set()
-        first.shutdown()
-        second.shutdown()
     assert proc.violations == []
     assert sorted(proc.ids()) == list(range(100)), "lost or delivered twice"
 
@@ -404,16 +417,7 @@ def test_a_resubscribe_whose_new_start_fails_keeps_the_partition_held_over(
     Giving it up let another instance take it while the call still ran here (two calls at once)."""
     topic = topic_factory(partitions=1)
     produce(topic, values(100, 1))
-    config = stuck_channel_config(zk_connect, kafka_config, topic)
-    block = BlockFirstBatch()
-    proc = RecordingProcessor(block)
-    first = InboundChannel.from_dict(config, processor=proc)
-    second = InboundChannel.from_dict(config, processor=proc)
-    first.start()
-    try:
-        assert block.entered.wait(30), "the first batch never came"
-        second.start()
-        wait_until(lambda: len(first._started_membership().registry.live()) == 2, what="both registered")
+    with stuck_beside_another(zk_connect, kafka_config, topic) as (config, block, proc, first, second):
         bad = {**config, "channel": {**config["channel"], "coordinator": "static", "partitions": {topic: [7]}}}
         assert first.reconfigure(parsed(bad)).kind == "rejected"
         assert first.running
@@ -421,10 +425,6 @@ def test_a_resubscribe_whose_new_start_fails_keeps_the_partition_held_over(
         assert second.owned_partitions() == [], "taken while the first instance's call was still running"
         block.release.set()
         wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 100}, what="every event committed")
-    finally:
-        block.release.set()
-        first.shutdown()
-        second.shutdown()
     assert proc.violations == []
     assert sorted(proc.ids()) == list(range(100)), "lost or delivered twice"
 
