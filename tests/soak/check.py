@@ -120,23 +120,43 @@ def log_floods(run_dir: Path, at_least: int = FLOOD) -> list[str]:
 _ZK_LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d,\d{3}) ")
 
 
-def zookeeper_hangs(run_dir: Path) -> list[float]:
-    """When the ZooKeeper server, starting, failed to close a connection it refused.
+def zookeeper_hangs(run_dir: Path, session_timeout_s: float | None = None) -> list[float]:
+    """When the ZooKeeper server, starting, let a client's session expire without a chance, by
+    its log; one time per session it may have expired so (each explains one expiry within a
+    session timeout and a little after it: :meth:`Timeline._expired_by_server`). Two ways:
 
-    A client that connects while the server loads its data is refused ("ZooKeeperServer not
-    running"); the close then throws (a NullPointerException: no database yet) and leaves the
-    connection open and unanswered, so the client waits its whole connect timeout (the session
-    timeout, in kazoo) on it, and its session may expire. The server's log is the evidence.
+    * it failed to close a connection it refused: a client that connects while the server
+      loads its data is refused ("ZooKeeperServer not running"); the close then throws (a
+      NullPointerException: no database yet) and leaves the connection open and unanswered,
+      so the client waits its whole connect timeout (the session timeout, in kazoo) on it;
+    * its start stalled: the session tracker runs from the moment the sessions are restored,
+      before the server serves, so a start that takes longer than the session timeout (a
+      stalled JVM on a loaded machine) expires every restored session less than a session
+      timeout after the server began serving (its ``ContainerManager`` line ends the start),
+      before any client could reconnect. Counted with ``session_timeout_s`` only.
     """
     try:
         lines = (run_dir / "stack" / "zookeeper" / "zookeeper.log").read_text(errors="replace").splitlines()
     except FileNotFoundError:
         return []
     hangs = []
-    for line, after in pairwise(lines):
+    serving: float | None = None
+    for line, after in pairwise([*lines, ""]):  # every line, with the one after it
         m = _ZK_LINE.match(line)
-        if m and "WorkerService: Unexpected exception" in line and "NullPointerException" in after and "zkDb" in after:
-            hangs.append(datetime.strptime(m[1], "%Y-%m-%dT%H:%M:%S,%f").timestamp())
+        if not m:
+            continue
+        at = datetime.strptime(m[1], "%Y-%m-%dT%H:%M:%S,%f").timestamp()
+        if "WorkerService: Unexpected exception" in line and "NullPointerException" in after and "zkDb" in after:
+            hangs.append(at)
+        elif "ContainerManager: Using" in line:
+            serving = at
+        elif (
+            session_timeout_s is not None
+            and serving is not None
+            and "Expiring session" in line
+            and at - serving < session_timeout_s
+        ):
+            hangs.append(at - session_timeout_s)  # the window of one session timeout ends at it
     return hangs
 
 
@@ -192,7 +212,7 @@ def judge(run_dir: Path) -> Report:
         session_timeout_s=session_timeout_s,
         guarantee=guarantee_for(info["mode"], info.get("guarantee") or {"session_timeout_s": session_timeout_s}),
         paused=paused_windows(run_dir, zk, info.get("processes") or {}),
-        server_hangs=zookeeper_hangs(run_dir),
+        server_hangs=zookeeper_hangs(run_dir, session_timeout_s),
         acked_at=read_ack_times(run_dir / "acks.tsv"),
         batches=events.batches,
     )

@@ -173,8 +173,8 @@ def _after_expiry(first: Delivery, kind: str, session: Session, g: Guarantee, t:
     """What the mode allows of a record the expired ``session`` delivered and nobody finished."""
     if session.id in t.expired_by_server:
         if not g.redelivers_after_expiry:
-            return Cause(kind, "re-delivered after the ZooKeeper server hung its reconnection", False), None
-        return Cause(kind, "uncommitted batches of a session the ZooKeeper server hung (its defect)", True), (
+            return Cause(kind, "re-delivered after the ZooKeeper server expired the session as it started", False), None
+        return Cause(kind, "uncommitted batches of a session the ZooKeeper server expired as it started (its defect)", True), (
             "expiry", session.id, first.partition, kind
         )
     if not (g.redelivers_after_expiry and kind in EXPIRY_KINDS):
@@ -429,9 +429,10 @@ def check(
     if server_hangs:
         hung = ", ".join(f"0x{sid:x}" for sid in sorted(t.expired_by_server)) or "none"
         notes.append(
-            f"the ZooKeeper server left {len(server_hangs)} refused connection(s) hanging while it started (a "
-            f"NullPointerException closing them: a defect of the dev stack's ZooKeeper, not of jetkafka); sessions "
-            f"it let expire that way: {hung}"
+            f"the ZooKeeper server gave {len(server_hangs)} session(s) no chance to reconnect as it started (a "
+            f"refused connection left hanging by a NullPointerException, or a start stalled past the session timeout "
+            f"with the sessions' clock running: a defect of the dev stack's ZooKeeper, not of jetkafka); sessions it "
+            f"let expire that way: {hung}"
         )
 
     events = {

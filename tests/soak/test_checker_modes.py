@@ -404,14 +404,42 @@ def test_an_expiry_the_zookeeper_server_caused_by_hanging_a_reconnection_is_its_
     w = _cut_off_by_a_restart()
     report = check_with_hangs(w, hangs)
     assert only(report.duplicated) == {
-        ("zk_restart", "uncommitted batches of a session the ZooKeeper server hung (its defect)", True): 10
+        ("zk_restart", "uncommitted batches of a session the ZooKeeper server expired as it started (its defect)", True): 10
     }
-    assert any("left 1 refused connection(s) hanging" in n and "0xa" in n for n in report.notes)
+    assert any("gave 1 session(s) no chance to reconnect" in n and "0xa" in n for n in report.notes)
     # Without the server's evidence, an expiry after a restart shorter than the session is a failure.
     plain = check_with_hangs(w, [])
     assert only(plain.duplicated) == {("zk_restart", "re-delivered after a session expiry", False): 10}
     # One hang explains one expiry, and only within a session timeout of it.
     assert only(check_with_hangs(w, [95.0]).duplicated) == only(plain.duplicated)
+
+
+def test_an_expiry_right_after_a_stalled_start_of_the_zookeeper_server_is_its_defect(tmp_path: Path) -> None:
+    # The server restored the sessions (their clock running), stalled before it served, and
+    # expired them 0.6 s after it began to: no client could have reconnected in time.
+    log = tmp_path / "stack" / "zookeeper" / "zookeeper.log"
+    log.parent.mkdir(parents=True)
+
+    def at(t: float) -> str:
+        return datetime.fromtimestamp(t).strftime("%Y-%m-%dT%H:%M:%S,%f")[:-3]
+
+    log.write_text(
+        f"{at(110.0)} INFO  [main] ContainerManager: Using checkIntervalMs=60000 maxPerMinute=10000\n"
+        f"{at(110.6)} INFO  [SessionTracker] ZooKeeperServer: Expiring session 0xa, timeout of 4000ms exceeded\n"
+    )
+    w = _cut_off_by_a_restart()
+    report = check_with_hangs(w, zookeeper_hangs(tmp_path, session_timeout_s=4))
+    assert only(report.duplicated) == {
+        ("zk_restart", "uncommitted batches of a session the ZooKeeper server expired as it started (its defect)", True): 10
+    }
+    # Without the timeout, or with an expiry a whole session timeout after the server served,
+    # it is the client's to explain: a failure here.
+    assert zookeeper_hangs(tmp_path) == []
+    log.write_text(
+        f"{at(105.0)} INFO  [main] ContainerManager: Using checkIntervalMs=60000 maxPerMinute=10000\n"
+        f"{at(110.6)} INFO  [SessionTracker] ZooKeeperServer: Expiring session 0xa, timeout of 4000ms exceeded\n"
+    )
+    assert zookeeper_hangs(tmp_path, session_timeout_s=4) == []
 
 
 def check_with_hangs(w: World, hangs: list[float]) -> Report:

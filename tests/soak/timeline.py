@@ -251,14 +251,16 @@ class Timeline:
         return fault.kind if fault is not None else "unscheduled session expiry"
 
     def _expired_by_server(self, hangs: Iterable[float], timeout: float) -> set[int]:
-        """Sessions the ZooKeeper server let expire by leaving a reconnection hanging as it
-        started after a ``zk_restart``: expired one session timeout (and a little) after the
-        hang, of a process the restart cut off; no more of them than hangs in that restart."""
+        """Sessions the ZooKeeper server let expire without a chance as it started after a
+        ``zk_restart`` (a reconnection left hanging, a start that stalled past the session
+        timeout: :func:`tests.soak.check.zookeeper_hangs`): expired within one session timeout
+        (and a little) after the evidence, of a process the restart cut off; no more of them
+        than pieces of evidence in that restart."""
         found: set[int] = set()
         for f in self.faults:
             if f.kind != "zk_restart":
                 continue
-            hung = [h for h in hangs if f.start - TOLERANCE_S <= h <= f.end + 1.0]
+            hung = [h for h in hangs if f.start - timeout - TOLERANCE_S <= h <= f.end + 1.0]
             expired = sorted(
                 (s for s in self.zk.expiries()
                  if s.pid in f.pids and any(h <= (s.closed or 0) <= h + timeout + 1.5 for h in hung)),
