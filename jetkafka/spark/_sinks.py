@@ -10,9 +10,13 @@ one run's rows for that slice, whatever the other runs did, and nothing else is 
 ``batch_id=<id>/topic=<t>/partition=<p>``. A write has two steps:
 
 1. *stage*: Spark writes the micro-batch under a staging directory of this write's own,
-   ``<path>/_jetkafka-staging/b<id>-<random>`` (readers skip names starting with ``_``);
-2. *publish*: each leaf slice directory is moved into place with a rename that fails when the
-   target exists (:mod:`jetkafka.spark._publish`), then the staging directory is removed.
+   ``<path>/_jetkafka-staging/b<id>-<random>`` (readers skip names starting with ``_``), as
+   ``topic=<t>/partition=<p>`` leaves: the batch id is in the staging directory's name, not a
+   column, so the plan Spark compiles is the same for every micro-batch (a literal batch id
+   made Spark generate and compile the write's code anew each time);
+2. *publish*: each leaf slice directory is moved into place, under ``batch_id=<id>``, with a
+   rename that fails when the target exists (:mod:`jetkafka.spark._publish`), then the staging
+   directory is removed.
 
 A published slice is never deleted or replaced: every run of (batch id, slice) covers the same
 recorded offset range, so the first complete publication is as good as any later one, and a
@@ -52,6 +56,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("jetkafka.spark")
 
 SLICE_COLUMNS = ("batch_id", "topic", "partition")
+STAGED_COLUMNS = SLICE_COLUMNS[1:]  # batch_id is added by the path when a slice is published
 STAGING_DIR = "_jetkafka-staging"
 
 
@@ -78,7 +83,7 @@ class StagedWrite:
     batch_id: int
     staging: str
     files: SliceFiles
-    leaves: list[str]  # relative paths of the staged leaf slice directories
+    leaves: list[str]  # where each staged leaf slice directory is published, relative to the sink
 
     def publish(self, fence: BatchFence | None = None) -> Publication:
         """Move each staged slice into place unless one is there already; with ``fence`` (or the
@@ -147,7 +152,7 @@ class StagedWrite:
 
     def _publish(self, leaf: str, result: Publication) -> None:
         target = self.files.join(self.sink.path, leaf)
-        staged = self.files.join(self.staging, leaf)
+        staged = self.files.join(self.staging, _without_batch_id(leaf, len(self.sink.partition_by)))
         files, nbytes = self.files.data_files(staged)
         if self.files.publish(staged, target):
             result.published.append(leaf)
@@ -159,6 +164,18 @@ class StagedWrite:
     def discard(self) -> None:
         """Remove the staging directory (what was published is not in it any more)."""
         self.files.remove_tree(self.staging)
+
+
+def _with_batch_id(staged_leaf: str, depth: int, batch_id: int) -> str:
+    """The published path of a staged leaf: ``batch_id=<id>`` after the ``partition_by`` levels."""
+    parts = staged_leaf.replace("\\", "/").split("/")
+    return "/".join([*parts[:depth], f"batch_id={batch_id}", *parts[depth:]])
+
+
+def _without_batch_id(leaf: str, depth: int) -> str:
+    """Where a published path's leaf was staged (the inverse of :func:`_with_batch_id`)."""
+    parts = leaf.replace("\\", "/").split("/")
+    return "/".join(parts[:depth] + parts[depth + 1:])
 
 
 def _slice_of(leaf: str) -> tuple[str, int] | None:
@@ -253,9 +270,8 @@ class ParquetSink:
             raise ValueError(f"ParquetSink: partition_by column(s) {absent} are not in the DataFrame")
         files = files_for(df.sparkSession, self.path)
         staging = files.join(files.join(self.path, STAGING_DIR), f"b{batch_id}-{uuid.uuid4().hex[:12]}")
-        out = df.withColumn("batch_id", F.lit(batch_id).cast("long"))
+        out = df
         if self.one_file_per_slice:
-            # batch_id is the same on every row: the other directory columns decide the leaf.
             out = out.repartition(*(F.col(c) for c in (*self.partition_by, "topic", "partition")))
         writer = out.write.mode(REFUSE_EXISTING)
         if self.max_records_per_file is not None:
@@ -263,8 +279,9 @@ class ParquetSink:
         for key, value in self.options.items():
             writer = writer.option(key, value)
         try:
-            writer.partitionBy(*self.partition_by, *SLICE_COLUMNS).parquet(staging)
-            leaves = files.leaves(staging, len(self.partition_by) + len(SLICE_COLUMNS))
+            writer.partitionBy(*self.partition_by, *STAGED_COLUMNS).parquet(staging)
+            depth = len(self.partition_by)
+            leaves = [_with_batch_id(leaf, depth, batch_id) for leaf in files.leaves(staging, depth + len(STAGED_COLUMNS))]
         except BaseException:
             files.remove_tree(staging)
             raise

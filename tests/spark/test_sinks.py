@@ -198,3 +198,22 @@ def test_the_stage_never_writes_into_a_directory_that_exists(spark: Any, tmp_pat
     with pytest.raises(AnalysisException, match="PATH_ALREADY_EXISTS"):
         df.write.mode(REFUSE_EXISTING).parquet(target)
     assert [r["id"] for r in spark.read.parquet(target).collect()] == ["a"]
+
+
+def test_a_new_batch_id_compiles_no_new_code(spark: Any, tmp_path: Path) -> None:
+    """The plan of a write is the same for every micro-batch: Spark compiles its code once. With
+    the batch id a literal column, every micro-batch compiled the write's stage again (about
+    0.1 s of the driver's time each, more on a loaded machine)."""
+    compilations = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+    sink = ParquetSink(str(tmp_path / "out"))
+
+    def write(batch_id: int) -> None:
+        rows = [("t", p, f"id-{batch_id}-{p}") for p in range(3)]
+        sink(spark.createDataFrame(rows, "topic STRING, partition INT, id STRING"), batch_id)
+
+    write(1)  # compiles what the write needs, once
+    before = compilations.getCount()
+    for batch_id in (2, 3, 4):
+        write(batch_id)
+    assert compilations.getCount() == before, "Spark generated and compiled code again for a new batch id"
+    assert sorted(r["batch_id"] for r in sink.read(spark).collect()) == [1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4]
