@@ -203,6 +203,7 @@ def run_pipeline(args: argparse.Namespace, info: StackInfo, progress: Progress) 
         "stages": stages,
         "peak_held": peak.events,
         "max_events": args.max_events,
+        "ceiling": processor.bounds.ceiling_events,
     }
 
 
@@ -262,7 +263,10 @@ def print_summary(result: dict[str, Any], total: float) -> None:
     rows = [
         ("events produced", f"{result['produced']:,}"),
         ("events committed", f"{result['committed']:,}"),
-        ("micro-batches", f"{stats['batches']:,} ({stats['replays']} replays, {stats['failures']} failed attempts)"),
+        ("micro-batches", (
+            f"{stats['batches']:,} ({stats['replays']} replays, {stats['failures']} failed attempts), "
+            f"{result['committed'] / max(stats['batches'], 1):,.0f} events each on average"
+        )),
         ("per-minute aggregate rows", f"{len(result['minutes']):,}"),
         ("pipeline wall time", f"{result['wall']:.1f} s"),
         ("Spark warm-up, whole run", f"{result['warm_up']:.1f} s, {total:.1f} s"),
@@ -271,8 +275,8 @@ def print_summary(result: dict[str, Any], total: float) -> None:
             f"{phase} {stats['phase_seconds'][phase]:.1f}" for phase in ("record", "build", "fn", "commit")
         )),
         ("peak in memory", (
-            f"{result['peak_held']:,} events, "
-            f"{result['peak_held'] / result['max_events']:.2f} micro-batches of {result['max_events']:,}"
+            f"{result['peak_held']:,} events (max_events {result['max_events']:,}, up to "
+            f"{result['ceiling']:,} a micro-batch while Spark is busy; at most twice that in memory)"
         )),
         ("output", result["output"]),
         ("check", "per-minute totals equal a plain-Python computation" if result["verified"] else "MISMATCH"),

@@ -199,7 +199,8 @@ def _spark_rows(sp: dict[str, Any] | None) -> list[dict[str, Any]]:
     if "micro_batches_in_memory_at_peak" in e2e:
         rows.append(_row("spark", "end to end: micro-batches in memory at peak", e2e["micro_batches_in_memory_at_peak"],
                          "micro-batches",
-                         note=f"peak held {e2e['peak_held_events']:,} events; max_events {e2e['max_events']:,}"))
+                         note=f"peak held {e2e['peak_held_events']:,} events; max_events {e2e['max_events']:,}, "
+                              f"up to {e2e.get('backlog_max_events', e2e['max_events']):,} while Spark is busy"))
     return rows
 
 

@@ -124,6 +124,7 @@ def end_to_end(cluster: BenchCluster, topic: str, total: int, spark: Any, worklo
         "failures": stats.get("failures", 0),
         "peak_held_events": peak_held,
         "max_events": workload.max_events,
+        "backlog_max_events": processor.bounds.ceiling_events,
         "micro_batches_in_memory_at_peak": peak_held / workload.max_events,
     }
 

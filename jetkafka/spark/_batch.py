@@ -139,9 +139,24 @@ class _Part:
 
 @dataclass(frozen=True)
 class Bounds:
+    """When the open micro-batch closes, and how far it may grow meanwhile.
+
+    With the driver free, the open micro-batch closes at ``max_events`` events, ``max_bytes``
+    bytes or ``max_interval_ms`` after its first event. While the driver still runs the
+    previous one, the open one goes on taking events up to ``backlog_max_events`` (and
+    ``max_bytes``): under a backlog the driver's fixed cost per micro-batch is spread over
+    more events, and a group that caught up still gets small micro-batches, closed by the
+    interval.
+    """
+
     max_events: int
     max_bytes: int
     max_interval_ms: int
+    backlog_max_events: int = 0  # 0: max_events (micro-batches of a fixed size)
+
+    @property
+    def ceiling_events(self) -> int:
+        return max(self.max_events, self.backlog_max_events)
 
 
 class Collector:
@@ -204,7 +219,8 @@ class Collector:
             return part.replay_end if part is not None and part.replay is not None else None
 
     def is_full(self) -> bool:
-        """Whether :meth:`wait_for_room` would wait now."""
+        """Whether :meth:`wait_for_room` would wait now (the open micro-batch is at its bound:
+        ``max_events`` with the driver free, the backlog ceiling while it runs a micro-batch)."""
         with self.cond:
             return self._full(self.open) and not self.stopping
 
@@ -229,10 +245,11 @@ class Collector:
         """Add what fits of ``chunk`` (events ending at offset ``last``) to the open micro-batch;
         returns the rest, for the caller to add after :meth:`wait_for_room`, or None.
 
-        A micro-batch never holds more than ``max_events`` events: a chunk that does not fit is
-        cut, and the micro-batch closes with exactly ``max_events``. ``max_bytes`` is checked per
-        chunk: a full micro-batch takes nothing more, so it exceeds ``max_bytes`` by less than
-        one chunk (a worker batch, ``batch_max_bytes``).
+        A micro-batch never holds more than its bound (``max_events`` while the driver is free,
+        ``backlog_max_events`` while it runs one): a chunk that does not fit is cut, and the
+        micro-batch closes with exactly that many events. ``max_bytes`` is checked per chunk: a
+        full micro-batch takes nothing more, so it exceeds ``max_bytes`` by less than one chunk
+        (a worker batch, ``batch_max_bytes``).
         """
         with self.cond:
             part = self._parts.get(key)
@@ -242,7 +259,7 @@ class Collector:
             if not self.stopping:
                 if self._full(self.open):
                     return chunk
-                room = self.bounds.max_events - self.open.events
+                room = self._event_bound() - self.open.events
                 if chunk.num_rows > room:
                     chunk, rest = chunk.slice(0, room), chunk.slice(room)
                     last = chunk.column(EVENT_SCHEMA.get_field_index("offset"))[room - 1].as_py()
@@ -388,8 +405,13 @@ class Collector:
                     nbytes += part.replay.nbytes
             return events, nbytes
 
+    def _event_bound(self) -> int:
+        # Only the open batch grows, and only while the driver is busy: once it is free, a batch
+        # beyond max_events is full, and the driver takes it at once.
+        return self.bounds.ceiling_events if self.running is not None else self.bounds.max_events
+
     def _full(self, batch: MicroBatch) -> bool:
-        return batch.events >= self.bounds.max_events or batch.nbytes >= self.bounds.max_bytes
+        return batch.events >= self._event_bound() or batch.nbytes >= self.bounds.max_bytes
 
     @staticmethod
     def _holds(batch: MicroBatch, key: Key, generation: int) -> bool:

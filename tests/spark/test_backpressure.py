@@ -1,10 +1,13 @@
-"""While Spark runs micro-batch N, the channel buffers batch N+1 up to its bound, then stops fetching;
-no micro-batch holds more than max_events events."""
+"""While Spark runs micro-batch N, the channel gathers batch N+1 up to its bound, then stops fetching;
+the bound is the backlog ceiling (``backlog_max_events``, 4 x ``max_events`` by default), or
+``max_events`` itself when the ceiling is set to it."""
 
 from __future__ import annotations
 
 import threading
 from typing import Any
+
+import pytest
 
 from examples.pipeline.events import generate_events, records
 from jetkafka.channel import InboundChannel
@@ -37,26 +40,31 @@ class SlowFirstBatch:
         self.sizes.append(n)
 
 
+@pytest.mark.parametrize("ceiling", [None, MAX_EVENTS], ids=["grows-under-backlog", "fixed-size"])
 def test_memory_stays_bounded_while_spark_is_busy(
-    spark: Any, zk_connect: str, kafka_config: dict[str, Any], topic_factory: Any, produce: Any
+    spark: Any, zk_connect: str, kafka_config: dict[str, Any], topic_factory: Any, produce: Any, ceiling: int | None
 ) -> None:
     topic = topic_factory(partitions=PARTITIONS)
     produce(topic, records(generate_events(PRODUCED), PARTITIONS))
     fn = SlowFirstBatch()
-    processor = SparkMicroBatchProcessor(fn, max_events=MAX_EVENTS, max_interval_ms=100, spark=spark)
+    processor = SparkMicroBatchProcessor(
+        fn, max_events=MAX_EVENTS, max_interval_ms=100, backlog_max_events=ceiling, spark=spark
+    )
+    bound = processor.bounds.ceiling_events
+    assert bound == (4 * MAX_EVENTS if ceiling is None else MAX_EVENTS)
     config = channel_config(
         zk_connect, kafka_config, [topic], threads=THREADS, batch_max_events=BATCH_MAX_EVENTS,
         buffer_max_events=BUFFER_MAX_EVENTS,
     )
     channel = InboundChannel.from_dict(config, processor=processor)
-    # The running batch and a full open one, each of at most max_events.
-    held_bound = 2 * MAX_EVENTS
+    # The running batch (closed at max_events: Spark was free) and a full open one.
+    held_bound = MAX_EVENTS + bound
     fetched_bound = held_bound + PARTITIONS * BUFFER_MAX_EVENTS + MAX_POLL
     assert fetched_bound < PRODUCED
     channel.start()
     try:
         assert fn.entered.wait(120)
-        wait_until(lambda: processor.collector.open.events >= MAX_EVENTS, timeout=60, what="the open batch to fill")
+        wait_until(lambda: processor.collector.open.events >= bound, timeout=60, what="the open batch to fill")
         fetcher = channel._fetcher
         assert fetcher is not None
         stalled = threading.Event()
@@ -72,4 +80,5 @@ def test_memory_stays_bounded_while_spark_is_busy(
         fn.go.set()
         assert channel.shutdown()
     assert fn.rows == PRODUCED
-    assert max(fn.sizes) == MAX_EVENTS, fn.sizes  # full micro-batches stop exactly at the bound
+    assert fn.sizes[0] <= MAX_EVENTS, fn.sizes  # closed with Spark free: at most max_events
+    assert max(fn.sizes) == bound, fn.sizes  # gathered while Spark was busy: exactly at the bound
