@@ -24,7 +24,7 @@ def test_minute_aggregates_match_python(
     out = str(tmp_path / "minutes")
     processor = SparkMicroBatchProcessor(
         minute_writer(out), value_format="json", schema=EVENT_SCHEMA, max_events=2_000, max_interval_ms=500,
-        spark=spark,
+        backlog_max_events=2_000, spark=spark,  # micro-batches of one size: several of them
     )
     channel = InboundChannel.from_dict(
         channel_config(zk_connect, kafka_config, [topic], batch_max_events=400), processor=processor

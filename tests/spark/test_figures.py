@@ -41,7 +41,7 @@ def test_figures_of_each_micro_batch_reach_stats_metrics_and_status(
         wait_until(lambda: processor.stats()["events"] == EVENTS, timeout=120, what="every event committed")
         stats = processor.stats()
         last = stats["last"]
-        assert last["events"] <= MAX_EVENTS
+        assert last["events"] <= processor.bounds.ceiling_events  # grown while Spark was busy, at most
         assert set(last["seconds"]) == set(PHASES)
         assert last["seconds"]["fn"] > 0 and last["seconds"]["build"] > 0 and last["seconds"]["commit"] > 0
         assert all(stats["phase_seconds"][p] >= last["seconds"][p] for p in PHASES)
