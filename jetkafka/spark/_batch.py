@@ -348,6 +348,7 @@ class Collector:
                     batch = self.ready.pop(0)
                     batch.closed_at = time.monotonic()
                     self.running = batch
+                    self.cond.notify_all()  # the open batch may grow now: workers waiting for room
                     return batch
                 open_ = self.open
                 if open_.events:
@@ -407,8 +408,10 @@ class Collector:
 
     def _event_bound(self) -> int:
         # Only the open batch grows, and only while the driver is busy: once it is free, a batch
-        # beyond max_events is full, and the driver takes it at once.
-        return self.bounds.ceiling_events if self.running is not None else self.bounds.max_events
+        # beyond max_events is full, and the driver takes it at once. Not while a released
+        # partition waits for it to close (settle): that wait is bounded by settle_timeout_s.
+        grows = self.running is not None and not self._flush
+        return self.bounds.ceiling_events if grows else self.bounds.max_events
 
     def _full(self, batch: MicroBatch) -> bool:
         return batch.events >= self._event_bound() or batch.nbytes >= self.bounds.max_bytes

@@ -90,9 +90,10 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
       factory called with those options that returns the function. A function taking a third
       parameter (or a keyword ``fence``) also gets a :class:`~jetkafka.spark._fence.BatchFence`.
     - ``max_events`` / ``max_bytes`` / ``max_interval_ms``: a micro-batch closes at the first
-      bound reached (bytes of Arrow data; interval counted from its first event). It never holds
-      more than ``max_events`` events (a worker's batch that does not fit is cut); it may exceed
-      ``max_bytes`` by less than one worker batch.
+      bound reached (bytes of Arrow data; interval counted from its first event). With Spark
+      free it never holds more than ``max_events`` events (a worker's batch that does not fit is
+      cut), while Spark is busy no more than ``backlog_max_events``; it may exceed ``max_bytes``
+      by less than one worker batch.
     - ``backlog_max_events``: while Spark still runs the previous micro-batch, the open one goes
       on taking events up to this many (default 4 × ``max_events``; ``max_bytes`` still bounds
       it): under a backlog, fewer and larger micro-batches. Equal to ``max_events``: a fixed size.

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from jetkafka.spark._arrow import EVENT_SCHEMA
-from jetkafka.spark._batch import Bounds, Collector
+from jetkafka.spark._batch import Bounds, Collector, MicroBatch
 from jetkafka.spark._microbatch import SparkMicroBatchProcessor
 
 KEY = ("t", 0)
@@ -150,3 +150,36 @@ def test_the_ceiling_defaults_to_four_times_max_events_and_may_not_be_below_it()
     with pytest.raises(ValueError, match=r"backlog_max_events must be >= max_events \(50\), got 20; set it to 50"):
         SparkMicroBatchProcessor(noop, max_events=50, backlog_max_events=20)
 
+
+
+def test_a_released_partition_waiting_for_the_open_batch_stops_its_growth() -> None:
+    c = collector()
+    feed = Feed(c)
+    feed.offer(MAX_EVENTS)
+    running = take_now(c)
+    feed.offer(150)  # grown past max_events while Spark is busy
+    settled = threading.Thread(target=lambda: c.settle(KEY, 0.3), daemon=True)
+    settled.start()  # a release asks for the open batch to close now
+    time.sleep(0.05)
+    assert feed.offer(1_000) == 0  # no more growth: that release waits for this batch
+    settled.join(2)
+    c.finished(running)
+    assert take_now(c).events == 150
+
+
+def test_a_replay_taken_by_the_driver_lets_waiting_workers_fill_the_open_batch_at_once() -> None:
+    c = collector()
+    feed = Feed(c)
+    feed.offer(MAX_EVENTS)  # full while the driver is free: a worker would wait for room
+    assert c.is_full()
+    c.ready.append(MicroBatch(7))  # a complete replay, which the driver runs first
+    woke = threading.Event()
+
+    def worker() -> None:
+        c.wait_for_room()
+        woke.set()
+
+    threading.Thread(target=worker, daemon=True).start()
+    time.sleep(0.05)
+    assert take_now(c).batch_id == 7
+    assert woke.wait(0.3), "the worker slept out its poll instead of being woken"
