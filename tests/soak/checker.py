@@ -42,8 +42,9 @@ its :class:`~tests.soak.guarantee.Guarantee`. It reports, each as a count with e
     that zxid, and offsets lowered outside a reset's transaction.
 **ownerless**
     a partition whose owner node was gone (released, or its session closed or expired) and not
-    created again for more than ``OWNERLESS_S`` while ZooKeeper served: a freed partition must be
-    taken at once.
+    created again for more than ``OWNERLESS_S`` while ZooKeeper served and no member was frozen
+    (a frozen member keeps its share of the plan until it thaws or its session expires): a freed
+    partition must be taken at once.
 **while paused**
     a batch (live or recovery) a process started after it applied a pause (its own log says
     when) and before the pause marker was removed (ZooKeeper's log says when); the batch in
@@ -76,6 +77,7 @@ from tests.soak.timeline import TOLERANCE_S, Timeline
 # release); this much, with ZooKeeper serving, is a failure even on a loaded machine.
 OWNERLESS_S = 5.0
 ZOOKEEPER_OUTAGES = frozenset({"zk_disconnect", "zk_expire", "zk_restart"})
+FROZEN_MEMBERS = frozenset({"zombie"})  # a member's process stopped (SIGSTOP) for a while
 # An allowance with a bound: the re-deliveries it covers are counted per group (a session and a
 # partition, or one hold) and judged together.
 Budget = tuple[str, int, int, str]
@@ -467,6 +469,10 @@ def _ownerless(t: Timeline, zk: ZooKeeperHistory) -> Finding:
     creation, less any part of it spent in a ZooKeeper outage the soak injected.
     """
     outages = [(f.start, f.end + 2.0) for f in t.faults if f.kind in ZOOKEEPER_OUTAGES]
+    # A member frozen while partitions were freed for it (a zombie that had just joined) takes
+    # them when it thaws, or the others do once its session expired: the group's plan gives it
+    # its share until then, so the wait is the freeze's, not a partition left behind.
+    outages += [(f.start, f.end + 2.0) for f in t.faults if f.kind in FROZEN_MEMBERS]
     found = Finding()
     by_partition: dict[tuple[str, int], list] = defaultdict(list)
     for h in zk.holds:
