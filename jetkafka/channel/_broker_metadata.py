@@ -27,6 +27,9 @@ class BrokerMetadata:
         # How long a look-up waits for a broker by default (channel.kafka_connection_timeout_s).
         self._connection_timeout_s = connection_timeout_s
         self._lock = threading.Lock()
+        # Each partition's leader (broker id) at the latest partition_counts() look-up (the
+        # start and every rebalance); a leader that moved since is caught up by the next one.
+        self.leaders: dict[Key, int] = {}
 
     def partition_counts(
         self, topics: tuple[str, ...], timeout: float | None = None, missing_ok: bool = False
@@ -47,6 +50,12 @@ class BrokerMetadata:
             raise self._unreachable(timeout, exc.args[0].str()) from None
         finally:
             self._lock.release()
+        self.leaders = {
+            (topic, partition): pmeta.leader
+            for topic, tmeta in meta.topics.items()
+            if tmeta.error is None
+            for partition, pmeta in tmeta.partitions.items()
+        }
         counts = {}
         for topic in topics:
             tmeta = meta.topics.get(topic)

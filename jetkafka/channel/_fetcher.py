@@ -25,10 +25,12 @@ from typing import Any, cast
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from jetkafka._client_logs import librdkafka_logger
+from jetkafka.channel import _pacing as pacing
 from jetkafka.channel._broker_metadata import BrokerMetadata
 from jetkafka.channel._budget import BufferBudget
 from jetkafka.channel._fetch_commands import RETRY_S, FetchCommand, FetchCommands, Positions
 from jetkafka.channel._log_ends import LogEndWatch
+from jetkafka.channel._pacing import LogEndPacing, may_resume
 from jetkafka.channel._partition import PartitionState
 from jetkafka.channel._shares import CHECK_S, BufferShares
 from jetkafka.events import Key
@@ -94,10 +96,14 @@ class Fetcher:
         connection_timeout_s: float = 10.0,
         partitions: Callable[[], Iterable[PartitionState]] = tuple,
         gave_back: Callable[[Key, int], None] | None = None,
+        log_end_pace_ms: int = 0,
     ) -> None:
         self._conf = consumer_config(kafka, group)
+        self.pacing = LogEndPacing(log_end_pace_ms)
+        # The end-of-partition report is what starts a rest (jetkafka.channel._pacing).
+        fetch_conf = {**self._conf, "enable.partition.eof": self.pacing.enabled}
         wrap = wrap_consumer or _as_is
-        self.consumer = wrap(Consumer(self._conf, logger=librdkafka_logger()), "fetch")
+        self.consumer = wrap(Consumer(fetch_conf, logger=librdkafka_logger()), "fetch")
         self.metadata = BrokerMetadata(
             wrap(Consumer(self._conf, logger=librdkafka_logger()), "metadata"),
             str(self._conf.get("bootstrap.servers", "?")),
@@ -177,9 +183,15 @@ class Fetcher:
         while not self._stop.is_set():
             if self._assigned or self._commands.retries_waiting:
                 self._apply_commands()
+                if self.pacing.next_due <= time.monotonic():
+                    self._end_rests()
                 if not self._room():
                     continue
-                timeout = _POLL_S
+                now = time.monotonic()
+                # Short polls just after rests end (see LogEndPacing.watch_until), and none
+                # that outlasts the next end of a rest.
+                timeout = _POLL_S if now >= self.pacing.watch_until else pacing.POLL_S
+                timeout = max(0.0, min(timeout, self.pacing.next_due - now))
             else:
                 # Nothing to fetch: wait for a command rather than in consume(), so the first
                 # assignment is applied the moment it is posted.
@@ -245,6 +257,56 @@ class Fetcher:
         budget.wait_for_room(CHECK_S)
         return False
 
+    def _end_rests(self) -> None:
+        now = time.monotonic()
+        ended = [
+            (key, state)
+            for key, state in self.pacing.due(now)
+            if key in self._assigned and self._states(key) is state and may_resume(state)
+        ]
+        if not ended:
+            return
+        try:
+            self.consumer.resume([TopicPartition(key[0], key[1]) for key, _ in ended])
+        except KafkaException as exc:
+            log.error("resuming the fetch of %d partitions after their rest failed (%s); trying again", len(ended), exc)
+            for key, state in ended:
+                self.pacing.rest(key, state, now)
+            return
+        # Resumes are applied before the seek, so one seek per leader brings all of its
+        # partitions back in one fetch; a partition of unknown leader gets a seek of its own.
+        leaders = self.metadata.leaders
+        woken: set[int] = set()
+        for key, state in ended:
+            leader = leaders.get(key, -1)
+            if leader >= 0:
+                if leader in woken:
+                    continue
+                woken.add(leader)
+            self._wake(key, state)
+
+    def _wake(self, key: Key, state: PartitionState) -> None:
+        """Seek a resumed partition to where it stopped: librdkafka's resume alone leaves the
+        broker's thread asleep (up to a second) when every partition it fetches was paused,
+        which, with the others resting, is the usual case; a seek wakes it."""
+        offset = state.buffer.fetch_next
+        try:
+            self.consumer.seek(TopicPartition(key[0], key[1], offset))
+        except KafkaException as exc:
+            log.warning("%s[%d]: waking the fetch at offset %d failed (%s); it starts within a second", *key, offset, exc)
+
+    def _log_end_reached(self, key: Key) -> None:
+        """librdkafka reported the end of the partition's log: rest (jetkafka.channel._pacing)."""
+        state = self._states(key)
+        if state is None or key not in self._assigned or not may_resume(state):
+            return
+        if self.pacing.rest(key, state, time.monotonic()):
+            try:
+                self.consumer.pause([TopicPartition(key[0], key[1])])
+            except KafkaException as exc:
+                self.pacing.forget(key)
+                log.error("%s[%d]: pausing the fetch at its log end %d failed: %s", *key, state.buffer.fetch_next, exc)
+
     def _pause_fetch(self, state: PartitionState) -> None:
         if state.key not in self._assigned or self._states(state.key) is not state:
             return
@@ -279,6 +341,10 @@ class Fetcher:
         err: KafkaError = m.error()
         code = err.code()
         key = (m.topic(), m.partition()) if m.topic() is not None else None
+        if code == KafkaError._PARTITION_EOF:
+            if key is not None:
+                self._log_end_reached(key)
+            return
         if code in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET) and key is not None:
             state = self._states(key)
             if state is None:
@@ -340,6 +406,7 @@ class Fetcher:
         self._assigned.update(positions)
         self._topics_changed()
         for key, (state, offset) in positions.items():
+            self.pacing.forget(key)
             try:
                 self._fetching_from(key, state, offset)
             except KafkaException as exc:
@@ -363,6 +430,8 @@ class Fetcher:
         """Unassign, pause, resume or mirror a commit (assignments go through :meth:`_assign`)."""
         key, state, offset = command.key, command.state, command.offset
         part = TopicPartition(key[0], key[1])
+        if command.op in ("unassign", "pause", "resume"):
+            self.pacing.forget(key)
         try:
             if command.op == "unassign" and key in self._assigned:
                 self.consumer.incremental_unassign([part])
@@ -379,6 +448,8 @@ class Fetcher:
                     self._assign({key: (state, restart)})
                 else:
                     self.consumer.resume([part])
+                    if self.pacing.enabled:  # the others may all rest: see _wake
+                        self._wake(key, state)
             elif command.op == "commit":
                 self.consumer.commit(offsets=[TopicPartition(key[0], key[1], offset)], asynchronous=True)
         except KafkaException as exc:

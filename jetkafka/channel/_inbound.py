@@ -195,6 +195,7 @@ class InboundChannel:
                 connection_timeout_s=cfg.kafka_connection_timeout_s,
                 partitions=self._table.states,
                 gave_back=self.stats.gave_back,
+                log_end_pace_ms=cfg.log_end_pace_ms,
             )
             self._membership = GroupMembership(
                 self._controller, cfg, self._leases, self.consumer_id, on_rebalance=self.stats.rebalanced

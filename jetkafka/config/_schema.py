@@ -194,6 +194,15 @@ class ChannelConfig:
     )
     buffer_max_bytes: int = field(default=16_777_216, metadata=spec("bytes buffered per partition", min=1))
     idle_ms: int = field(default=60_000, metadata=spec("quiet time before on_idle; 0 disables it", min=0))
+    log_end_pace_ms: int = field(
+        default=100,
+        metadata=spec(
+            "after a fetch reaches a partition's log end, wait this long before fetching it again "
+            "(spares the broker and this process a loop of empty fetches); 0 fetches again at once",
+            min=0,
+            max=10_000,
+        ),
+    )
     rebalance_interval_s: float = field(
         default=30.0, metadata=spec("seconds between timer-driven rebalances", min=1, max=3600)
     )

@@ -126,6 +126,7 @@ def test_empty_optional_section_means_defaults() -> None:
         ("channel", "batch_max_events", 2_000_000, "2000000 is out of range 1..1000000"),
         ("channel", "idle_ms", -1, "-1 is out of range 0.."),
         ("channel", "rebalance_delay_ms", 60_001, "60001 is out of range 0..60000"),
+        ("channel", "log_end_pace_ms", 10_001, "10001 is out of range 0..10000"),
         ("zookeeper", "session_timeout_s", 1.5, "1.5 is out of range 2..600"),
         ("zookeeper", "connection_timeout_s", 0.1, "0.1 is out of range 0.5..600"),
     ],
