@@ -210,7 +210,8 @@ def run(cluster: BenchCluster, events: int, progress: Any) -> dict[str, Any]:
             "partitions": PARTITIONS,
             "fill_seconds": fill_s,
             "channel_defaults": channel_defaults(),
-            "librdkafka": "defaults (queued.max.messages.kbytes, queued.min.messages, fetch sizes)",
+            "librdkafka": "defaults (queued.max.messages.kbytes, fetch sizes); queued.min.messages: the channel's 10,000 "
+            "(the plain consumer: librdkafka's 100,000)",
             "rss": "start: when the processor is built (after imports and configuration); "
             "peak: max of the process's VmHWM and 50 ms psutil samples",
         }

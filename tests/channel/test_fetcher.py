@@ -187,6 +187,7 @@ def test_consumer_properties_pass_through_and_defaults_give_way() -> None:
     conf = consumer_config({"bootstrap.servers": "b:9092", "client.id": "c"}, "orders")
     assert conf["client.id"] == "c" and conf["group.id"] == "jetkafka.orders"
     assert conf["fetch.queue.backoff.ms"] == 50  # not librdkafka's 1,000 ms
+    assert conf["queued.min.messages"] == 10_000  # not librdkafka's 100,000
     conf = consumer_config({"fetch.queue.backoff.ms": 1000, "enable.auto.commit": True}, "orders")
     assert conf["fetch.queue.backoff.ms"] == 1000  # a kafka: section overrides a default
     assert conf["enable.auto.commit"] is False  # but never what manual offsets need
