@@ -95,6 +95,9 @@ class BuiltMessages:
     def resume(self, partitions: list[TopicPartition]) -> None:
         self._paused.difference_update(tp.partition for tp in partitions)
 
+    def seek(self, partition: TopicPartition) -> None:
+        """Nothing to wake: the built log has no broker thread to sleep."""
+
     def get_watermark_offsets(
         self, partition: TopicPartition, timeout: float | None = None, cached: bool = False
     ) -> tuple[int, int]:

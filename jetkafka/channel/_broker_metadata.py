@@ -27,8 +27,9 @@ class BrokerMetadata:
         # How long a look-up waits for a broker by default (channel.kafka_connection_timeout_s).
         self._connection_timeout_s = connection_timeout_s
         self._lock = threading.Lock()
-        # Each partition's leader (broker id) at the latest partition_counts() look-up (the
-        # start and every rebalance); a leader that moved since is caught up by the next one.
+        # Each partition's leader (broker id), of the topics of the latest partition_counts()
+        # look-up (the start, every rebalance, the metrics); a leader that moved since is
+        # caught up by the next one.
         self.leaders: dict[Key, int] = {}
 
     def partition_counts(
@@ -50,10 +51,10 @@ class BrokerMetadata:
             raise self._unreachable(timeout, exc.args[0].str()) from None
         finally:
             self._lock.release()
-        self.leaders = {
+        self.leaders = self.leaders | {
             (topic, partition): pmeta.leader
-            for topic, tmeta in meta.topics.items()
-            if tmeta.error is None
+            for topic in topics
+            if (tmeta := meta.topics.get(topic)) is not None and tmeta.error is None
             for partition, pmeta in tmeta.partitions.items()
         }
         counts = {}

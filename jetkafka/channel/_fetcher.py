@@ -187,7 +187,9 @@ class Fetcher:
         while not self._stop.is_set():
             if self._assigned or self._commands.retries_waiting:
                 self._apply_commands()
-                if self.pacing.next_due <= time.monotonic():
+                # Not while the budget is spent: the fetcher does not poll then, so a resumed
+                # partition's next end report would not be read and it would fetch in a loop.
+                if self.pacing.next_due <= time.monotonic() and not self._budget.spent():
                     self._end_rests()
                 if not self._room():
                     continue
@@ -195,7 +197,9 @@ class Fetcher:
                 # Short polls just after rests end (see LogEndPacing.watch_until), and none
                 # that outlasts the next end of a rest.
                 timeout = _POLL_S if now >= self.pacing.watch_until else pacing.POLL_S
-                timeout = max(0.0, min(timeout, self.pacing.next_due - now))
+                # At least 1 ms: the binding truncates to whole milliseconds, and a 0 would
+                # spin until the rest's end.
+                timeout = max(pacing.POLL_S, min(timeout, self.pacing.next_due - now))
             else:
                 # Nothing to fetch: wait for a command rather than in consume(), so the first
                 # assignment is applied the moment it is posted.
@@ -279,14 +283,18 @@ class Fetcher:
             return
         # Resumes are applied before the seek, so one seek per leader brings all of its
         # partitions back in one fetch; a partition of unknown leader gets a seek of its own.
+        # The seek is of the partition furthest on: librdkafka treats a seek to offset 0 of a
+        # fetching partition as no change and wakes nothing (a partition never written to, alone
+        # on its leader, may so wait up to a second).
         leaders = self.metadata.leaders
-        woken: set[int] = set()
+        chosen: dict[object, tuple[Key, PartitionState]] = {}
         for key, state in ended:
             leader = leaders.get(key, -1)
-            if leader >= 0:
-                if leader in woken:
-                    continue
-                woken.add(leader)
+            slot: object = leader if leader >= 0 else key
+            best = chosen.get(slot)
+            if best is None or state.buffer.fetch_next > best[1].buffer.fetch_next:
+                chosen[slot] = (key, state)
+        for key, state in chosen.values():
             self._wake(key, state)
 
     def _wake(self, key: Key, state: PartitionState) -> None:
@@ -452,7 +460,8 @@ class Fetcher:
                     self._assign({key: (state, restart)})
                 else:
                     self.consumer.resume([part])
-                    if self.pacing.enabled:  # the others may all rest: see _wake
+                    # The others may all rest (see _wake); a halted partition has no fetch to wake.
+                    if self.pacing.enabled and not (state.halted or state.buffer.out_of_range):
                         self._wake(key, state)
             elif command.op == "commit":
                 self.consumer.commit(offsets=[TopicPartition(key[0], key[1], offset)], asynchronous=True)

@@ -23,7 +23,10 @@ Guarantees and failure modes:
   it; the partition's buffer drops a re-delivered offset (:meth:`PartitionBuffer.append`).
 - A record produced while its partition rests waits at most one and a half intervals longer
   (plus a poll, up to 20 ms). The leaders are those of the latest metadata look-up (the start
-  and each rebalance): a partition whose leader moved since may wait up to a second once.
+  and each rebalance): a partition whose leader moved since may wait up to a second once, and
+  so may one never written to (offset 0) whose leader fetches no other resting partition.
+- While the channel's buffer budget is spent the fetcher does not poll; rests that end then
+  are resumed once it polls again.
 - Pacing never resumes a partition paused for another reason (paused by the user, halted,
   holding its share of the buffer budget, waiting for a seek, left the channel): those resume
   through their own command, which also ends the rest.

@@ -322,3 +322,25 @@ def test_a_resume_that_failed_is_tried_again_at_the_next_tick() -> None:
         assert stand_in.calls == []
         end_rests(fetcher)
         assert stand_in.calls[0] == ("resume", [0, 1])
+
+
+def test_the_wake_up_seek_goes_to_a_partition_past_offset_0() -> None:
+    # librdkafka takes a seek to 0 of a fetching partition as no change and wakes nothing.
+    with resting_fetcher(2) as (fetcher, stand_in, states):
+        fetcher.metadata.leaders = {("t", 0): 1, ("t", 1): 1}
+        states[0].buffer.fetch_next = 0  # never written to
+        for p in range(2):
+            fetcher._log_end_reached(("t", p))
+        stand_in.calls.clear()
+        end_rests(fetcher)
+        assert stand_in.calls == [("resume", [0, 1]), ("seek", (1, 7))]
+
+
+def test_a_resume_command_wakes_the_fetch_but_not_of_a_halted_partition() -> None:
+    from jetkafka.channel._fetch_commands import FetchCommand
+
+    with resting_fetcher(2) as (fetcher, stand_in, states):
+        states[1].halted = "out of range"
+        fetcher._apply(FetchCommand("resume", ("t", 0), states[0]))
+        fetcher._apply(FetchCommand("resume", ("t", 1), states[1]))
+        assert stand_in.calls == [("resume", [0]), ("seek", (0, 7)), ("resume", [1])]
