@@ -199,32 +199,7 @@ class OffsetStore:
         return self._adopt_landed(lease)
 
     def _adopt_landed(self, lease: Lease) -> bool:
-        """The offset node is not at the version ``lease`` expects: adopt it if it moved through
-        this very hold (True), else the refusal stands (False).
-
-        A commit whose reply was lost may have landed, leaving the lease one version behind.
-        While the owner node is still the one this hold created (same session, same creating
-        transaction), nobody else can have taken the partition, so the offset node changed
-        only through this hold: its version and value become the lease's.
-        """
-        try:
-            _, owner = self._client.get(self._paths.owner(lease.topic, lease.partition))
-            data, stat = self._client.get(self._paths.offset(lease.topic, lease.partition))
-        except Exception:  # noqa: BLE001 - no answer confirms nothing: the hold is not adopted
-            return False
-        if not is_this_hold(lease, owner):
-            return False
-        log.warning(
-            "%s[%d]: offset node at version %d, this owner expected %d (an earlier commit's reply was "
-            "lost); adopting it",
-            lease.topic,
-            lease.partition,
-            stat.version,
-            lease.offset_version,
-        )
-        lease.offset_version = stat.version
-        lease.committed = decode_offset(data)
-        return True
+        return adopt_landed(self._client, self._paths, lease)
 
     def commit_many(
         self,
@@ -359,3 +334,33 @@ def all_settled(leases: Sequence[Lease]) -> Iterator[None]:
             else:
                 yield
                 return
+
+
+def adopt_landed(client: KazooClient, paths: GroupPaths, lease: Lease) -> bool:
+    """The offset node is not at the version ``lease`` expects: adopt it if it moved through
+    this very hold (True), else the refusal stands (False).
+
+    A commit whose reply was lost may have landed, leaving the lease one version behind.
+    While the owner node is still the one this hold created (same session, same creating
+    transaction), nobody else can have taken the partition, so the offset node changed
+    only through this hold: its version and value become the lease's. Call it with the
+    lease's lock held (inside ``Lease.settled``), as every writer of its version does.
+    """
+    try:
+        _, owner = client.get(paths.owner(lease.topic, lease.partition))
+        data, stat = client.get(paths.offset(lease.topic, lease.partition))
+    except Exception:  # noqa: BLE001 - no answer confirms nothing: the hold is not adopted
+        return False
+    if not is_this_hold(lease, owner):
+        return False
+    log.warning(
+        "%s[%d]: offset node at version %d, this owner expected %d (an earlier commit's reply was "
+        "lost); adopting it",
+        lease.topic,
+        lease.partition,
+        stat.version,
+        lease.offset_version,
+    )
+    lease.offset_version = stat.version
+    lease.committed = decode_offset(data)
+    return True

@@ -47,7 +47,7 @@ from kazoo.exceptions import (
 )
 
 from jetkafka.coordination._errors import CommitUncertain
-from jetkafka.coordination._offsets import OffsetStore
+from jetkafka.coordination._offsets import OffsetStore, adopt_landed
 from jetkafka.coordination._ownership import Lease
 from jetkafka.coordination._paths import GroupPaths
 from jetkafka.errors import CommitFenced
@@ -59,6 +59,10 @@ log = logging.getLogger(__name__)
 # Races with an operator's cancel are rare; this many in a row means something is wrong.
 MAX_CONFLICTS = 20
 _VERSION_RACES = (BadVersionError, NoNodeError, NodeExistsError)
+
+
+class _OffsetBehind(Exception):
+    """A fenced write found the owner node as expected and the offset node at another version."""
 
 
 @dataclass(frozen=True)
@@ -198,13 +202,24 @@ class RecoveryLedger:
                 return Snapshot(new, None)
             return self._commit(tx, key, path, new, version, fenced=0)
         with lease.settled():
-            tx = self._client.transaction()
-            # Check, not set: the offset node is left alone, so this never moves the live offset.
-            tx.check(self._paths.owner(*key), lease.owner_version)
-            tx.check(self._paths.offset(*key), lease.offset_version)
-            if not self._ops(tx, path, new, version):
-                return Snapshot(new, None)
-            return self._commit(tx, key, path, new, version, fenced=2)
+            while True:
+                tx = self._client.transaction()
+                # Check, not set: the offset node is left alone, so this never moves the live offset.
+                tx.check(self._paths.owner(*key), lease.owner_version)
+                tx.check(self._paths.offset(*key), lease.offset_version)
+                if not self._ops(tx, path, new, version):
+                    return Snapshot(new, None)
+                try:
+                    return self._commit(tx, key, path, new, version, fenced=2)
+                except _OffsetBehind:
+                    # The owner check passed, the offset check did not: a commit of this hold
+                    # whose reply was lost landed. Adopted, the write goes again (once more
+                    # for each such commit); a node moved by anyone else refuses it.
+                    version_before = lease.offset_version
+                    if not adopt_landed(self._client, self._paths, lease) or lease.offset_version == version_before:
+                        raise CommitFenced(
+                            *key, "recovery progress refused: this instance no longer owns the partition (BadVersionError)"
+                        ) from None
 
     def _commit(
         self, tx: TransactionRequest, key: Key, path: str, new: RecoveryRecord, version: int | None, fenced: int
@@ -224,6 +239,8 @@ class RecoveryLedger:
         failed = [(i, r) for i, r in enumerate(results) if isinstance(r, Exception)]
         if failed:
             index, error = next(((i, r) for i, r in failed if not isinstance(r, RolledBackError)), failed[0])
+            if fenced == 2 and index == 1 and isinstance(error, BadVersionError):
+                raise _OffsetBehind
             if index < fenced:
                 raise CommitFenced(
                     topic,

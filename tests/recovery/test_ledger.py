@@ -69,6 +69,31 @@ def test_progress_is_fenced_and_never_moves_the_offset(zk: KazooClient) -> None:
     assert snap.version is None and not zk.exists(ledger.path(*KEY))  # a finished node is removed
 
 
+def test_progress_after_a_commit_whose_reply_was_lost_adopts_it_and_is_stored(zk: KazooClient) -> None:
+    # A live commit landed but its reply was lost (a ZooKeeper connection cut): the lease still
+    # expects the offset node's older version. Refusing the recovery's progress then, as if the
+    # partition were lost, made the recovery deliver its last range again within the same hold.
+    offsets = OffsetStore(zk, PATHS)
+    a = take(zk, "a")
+    ledger = RecoveryLedger(zk, PATHS, "a")
+    snap = ledger.take_over(offsets, a, 1000, gap((0, 1000)))
+    expected = a.offset_version
+    offsets.commit(a, 1500)
+    a.offset_version, a.committed = expected, 1000  # the reply never came
+    snap = ledger.update(KEY, done((0, 500)), a, snap)
+    assert snap.record.ranges == ((500, 1000),)
+    assert a.committed == 1500 and a.offset_version == zk.get(PATHS.offset(*KEY))[1].version
+    # The same behind-by-one lease of a partition taken by another owner meanwhile stays refused.
+    behind = a.offset_version
+    offsets.commit(a, 1600)
+    a.offset_version = behind
+    zk.delete(PATHS.owner(*KEY))
+    take(zk, "b")
+    with pytest.raises(CommitFenced):
+        ledger.update(KEY, done((500, 1000)), a, snap)
+    assert ledger.read(*KEY).record.ranges == ((500, 1000),)
+
+
 def test_a_store_that_races_a_cancel_never_brings_the_ranges_back(zk: KazooClient) -> None:
     offsets = OffsetStore(zk, PATHS)
     a = take(zk, "a")
