@@ -273,7 +273,7 @@ def print_summary(result: dict[str, Any], total: float) -> None:
         ("throughput", f"{result['committed'] / max(result['wall'], 1e-6):,.0f} events/s"),
         ("seconds per phase, summed", ", ".join(
             f"{phase} {stats['phase_seconds'][phase]:.1f}" for phase in ("record", "build", "fn", "commit")
-        )),
+        ) + f" ({stats['built_ahead']} of the micro-batches built while Spark ran the previous one)"),
         ("peak in memory", (
             f"{result['peak_held']:,} events (max_events {result['max_events']:,}, up to "
             f"{result['ceiling']:,} a micro-batch while Spark is busy; at most twice that in memory)"

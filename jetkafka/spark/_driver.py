@@ -49,6 +49,7 @@ from jetkafka.spark._batch import Collector, MicroBatch, Slice
 from jetkafka.spark._fence import BatchFence, StaleWriter
 from jetkafka.spark._figures import PHASES, DriverStats, MicroBatchFigures
 from jetkafka.spark._ledger import MicroBatchLedger
+from jetkafka.spark._prebuild import NextDataFrame
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -99,16 +100,22 @@ class MicroBatchDriver:
         self.on_committed = on_committed  # called on the driver thread after each commit; must not block
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="jetkafka-spark-driver", daemon=True)
+        self.next_df = NextDataFrame(collector, self._build)
 
     def start(self) -> None:
         self._thread.start()
+        self.next_df.start()
 
     def stop(self, timeout: float) -> bool:
         """Stop after the step in progress; True if the thread ended within ``timeout``."""
         self._stop.set()
         self.collector.stop()
         self._thread.join(timeout)
+        self.next_df.stop(max(0.1, timeout))
         return not self._thread.is_alive()
+
+    def _build(self, table: Any) -> Any:
+        return to_dataframe(self.spark, table, self.value_format, self.schema)
 
     @property
     def alive(self) -> bool:
@@ -161,7 +168,11 @@ class MicroBatchDriver:
                 if not self._await_lease(batch):
                     break
                 with _timed(phases, "build"):
-                    df = to_dataframe(self.spark, batch.table(), self.value_format, self.schema)
+                    df = self.next_df.take(batch)
+                    if df is None:
+                        df = self._build(batch.table())
+                    else:
+                        self.stats.built_ahead += 1
                 with _timed(phases, "fn"):
                     fence = self._call_fn(df, batch)
                 if fence.refused_for_lease:

@@ -62,6 +62,7 @@ class DriverStats:
     lease_waits: int = 0  # times a micro-batch waited for the local lease before running fn
     stale_refusals: int = 0  # fn attempts refused by the fence (StaleWriter)
     gather_failures: int = 0  # batches whose gathering raised and were read again
+    built_ahead: int = 0  # micro-batches whose DataFrame was built while Spark ran the previous one
     last_batch_id: int | None = None
     last_batch_events: int = 0
     last_batch_seconds: float = 0.0  # build and fn of the last micro-batch
