@@ -109,9 +109,11 @@ class MicroBatchDriver:
     def stop(self, timeout: float) -> bool:
         """Stop after the step in progress; True if the thread ended within ``timeout``."""
         self._stop.set()
+        self.next_df.stop_soon()
         self.collector.stop()
+        deadline = time.monotonic() + timeout
         self._thread.join(timeout)
-        self.next_df.stop(max(0.1, timeout))
+        self.next_df.stop(max(0.1, deadline - time.monotonic()))
         return not self._thread.is_alive()
 
     def _build(self, table: Any) -> Any:
@@ -141,6 +143,7 @@ class MicroBatchDriver:
                     if batch.batch_id is not None:
                         span.set_attribute("jetkafka.spark.micro_batch_id", batch.batch_id)
                     span.set_attribute("jetkafka.spark.replay", batch.replay)
+                    self.next_df.discard(batch)
                     self.collector.finished(batch)
 
     # -- one micro-batch -----------------------------------------------------------------------

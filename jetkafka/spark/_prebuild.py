@@ -3,8 +3,8 @@
 Why: on the driver thread, building a micro-batch's DataFrame (Arrow into Spark) and running
 ``fn`` come one after the other; under a backlog the build is about a third of the driver's
 time. The open micro-batch stops taking events once it is at its ceiling
-(``backlog_max_events``) while Spark is busy; from then on it can only lose slices (a partition
-released, lost or repositioned), never gain events. So its DataFrame can be built then, on a
+(``backlog_max_events``) while Spark is busy; it gains nothing more unless it first loses a
+slice (a partition released, lost or repositioned). So its DataFrame can be built then, on a
 thread of its own, while ``fn`` runs.
 
 Guarantee: a prebuilt DataFrame is used only for the micro-batch it was built from, and only if
@@ -15,7 +15,9 @@ still growing is not built ahead.
 
 Failure modes: a build that fails here is logged and left to the driver, which builds it again
 (and retries ``fn`` under its own policy if that fails too). While a prebuilt DataFrame waits,
-Spark holds one more micro-batch's data (at most ``backlog_max_events`` events).
+one more copy of a micro-batch's data is held (at most ``backlog_max_events`` events; in the
+JVM driver, or with Spark Connect in this process for a small one); it is let go when its
+micro-batch ends, whether it ran or not, and at stop.
 """
 
 from __future__ import annotations
@@ -50,9 +52,10 @@ class NextDataFrame:
         self._collector = collector
         self._build = build
         self._lock = threading.Lock()
+        self._done = threading.Condition(self._lock)
         self._built: tuple[MicroBatch, Signature, Any] | None = None
         self._building: MicroBatch | None = None
-        self._done = threading.Condition(self._lock)
+        self._abandoned: MicroBatch | None = None  # its build in progress is not to be kept
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.used = 0  # prebuilt DataFrames the driver ran, for the figures and tests
@@ -62,10 +65,17 @@ class NextDataFrame:
         self._thread = threading.Thread(target=self._run, name="jetkafka-spark-prebuild", daemon=True)
         self._thread.start()
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop_soon(self) -> None:
+        """No new build; a driver waiting for one goes on without it."""
         self._stop.set()
         with self._collector.cond:
             self._collector.cond.notify_all()
+        with self._lock:
+            self._built = None
+            self._done.notify_all()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.stop_soon()
         if self._thread is not None:
             self._thread.join(timeout)
 
@@ -86,40 +96,54 @@ class NextDataFrame:
         self.used += 1
         return built[2]
 
+    def discard(self, batch: MicroBatch) -> None:
+        """``batch`` ended (committed, emptied, abandoned): let go of what was built for it."""
+        with self._lock:
+            if self._built is not None and self._built[0] is batch:
+                self._built = None
+            if self._building is batch:
+                self._abandoned = batch
+
     def _run(self) -> None:
         while not self._stop.is_set():
             job = self._next_full()
             if job is None:
+                if self._collector.stopping:
+                    break
                 continue
             batch, sig, chunks = job
+            df = None
             try:
                 df = self._build(to_table(chunks))
             except Exception as exc:  # noqa: BLE001 - the driver builds it again and reports
                 log.debug("micro-batch building ahead failed (%s); the driver builds it", exc)
-                df = None
-            with self._lock:
-                self._building = None
-                if df is not None:
-                    self._built = (batch, sig, df)
-                self._done.notify_all()
+            finally:
+                with self._lock:
+                    keep = df is not None and self._abandoned is not batch and not self._stop.is_set()
+                    self._building = self._abandoned = None
+                    if keep:
+                        self._built = (batch, sig, df)
+                    self._done.notify_all()
 
     def _next_full(self) -> tuple[MicroBatch, Signature, list[pa.RecordBatch]] | None:
-        """Waits until the open micro-batch is full while Spark runs another, and was not built
-        yet; returns it, its signature and its chunks, taken under the collector's lock."""
+        """Waits until the open micro-batch is full while Spark runs another and has no
+        current build; returns it, its signature and its chunks, taken under the collector's
+        lock. None when stopping."""
         collector = self._collector
         with collector.cond:
             while not self._stop.is_set() and not collector.stopping:
                 batch = collector.open
-                built = self._built
-                if (
-                    collector.running is not None
-                    and batch.events
-                    and collector.is_full()  # the condition's lock is re-entrant
-                    and not (built is not None and built[0] is batch)
-                ):
+                if collector.running is not None and batch.events and collector.is_full():  # the lock is re-entrant
+                    sig = signature(batch)
                     with self._lock:
-                        self._building = batch
-                    chunks = [c for _, s in sorted(batch.slices.items()) for c in s.chunks]
-                    return batch, signature(batch), chunks
+                        built = self._built
+                        # Not over a build the driver has yet to take, nor again over a current one.
+                        waiting = built is not None and (
+                            built[0] is collector.running or (built[0] is batch and built[1] == sig)
+                        )
+                        if not waiting:
+                            chunks = [c for _, s in sorted(batch.slices.items()) for c in s.chunks]
+                            self._building = batch
+                            return batch, sig, chunks
                 collector.cond.wait(0.5)
         return None

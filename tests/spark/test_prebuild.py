@@ -134,3 +134,44 @@ def test_a_build_ahead_for_another_micro_batch_is_not_handed_to_a_replay() -> No
         assert next_df.take(replay) is None
         c.finished(first)
         assert next_df.take(take_now(c)) is not None  # still there for its own micro-batch
+
+
+def test_a_micro_batch_that_changed_after_its_build_is_built_again_once_full() -> None:
+    c = collector()
+    with builder(c) as (next_df, builds):
+        feed = Feed(c)
+        first = busy_with_a_first_batch(c, feed)
+        feed.offer(CEILING)
+        wait_for(lambda: len(builds.tables) == 1, "the build ahead")
+        c.forget(("t", 0))  # released meanwhile: the open micro-batch loses its only slice
+        c.register(("t", 0), feed.hold, None)  # taken again, from a new registration
+        feed.offer(CEILING)
+        wait_for(lambda: len(builds.tables) == 2, "the second build ahead")
+        c.finished(first)
+        second = take_now(c)
+        assert next_df.take(second) == ("df", MAX_EVENTS + CEILING, MAX_EVENTS + 2 * CEILING - 1, CEILING)
+
+
+def test_what_was_built_for_a_micro_batch_that_ended_without_running_is_let_go() -> None:
+    c = collector()
+    with builder(c) as (next_df, builds):
+        feed = Feed(c)
+        first = busy_with_a_first_batch(c, feed)
+        feed.offer(CEILING)
+        wait_for(lambda: builds.tables, "the build ahead")
+        c.finished(first)
+        second = take_now(c)
+        next_df.discard(second)  # the driver's prune emptied it: it never reaches take()
+        assert next_df.take(second) is None
+        assert next_df.used == 0 and next_df.discarded == 0
+
+
+def test_the_builder_ends_with_its_collector() -> None:
+    c = collector()
+    next_df = NextDataFrame(c, Builds())
+    next_df.start()
+    c.stop()  # what the driver's stop does first, before it waits for fn
+    thread = next_df._thread
+    assert thread is not None
+    thread.join(2.0)
+    assert not thread.is_alive()
