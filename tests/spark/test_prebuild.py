@@ -62,6 +62,14 @@ def busy_with_a_first_batch(c: Collector, feed: Feed) -> MicroBatch:
     return first
 
 
+def built_ahead(c: Collector, feed: Feed, builds: Builds) -> MicroBatch:
+    """Spark busy with a first micro-batch (returned), the next one full and built ahead."""
+    first = busy_with_a_first_batch(c, feed)
+    assert feed.offer(CEILING) == CEILING
+    wait_for(lambda: len(builds.tables) == 1, "the build ahead")
+    return first
+
+
 def test_a_full_micro_batch_is_built_while_spark_is_busy_and_used_once_taken() -> None:
     c = collector()
     with builder(c) as (next_df, builds):
@@ -97,9 +105,7 @@ def test_a_micro_batch_that_lost_a_slice_since_its_build_is_built_again() -> Non
     c = collector()
     with builder(c) as (next_df, builds):
         feed = Feed(c)
-        first = busy_with_a_first_batch(c, feed)
-        feed.offer(CEILING)
-        wait_for(lambda: builds.tables, "the build ahead")
+        first = built_ahead(c, feed, builds)
         c.finished(first)
         second = take_now(c)
         second.drop(("t", 0))  # what the driver's prune does to a partition released meanwhile
@@ -127,9 +133,7 @@ def test_a_build_ahead_for_another_micro_batch_is_not_handed_to_a_replay() -> No
     c = collector()
     with builder(c) as (next_df, builds):
         feed = Feed(c)
-        first = busy_with_a_first_batch(c, feed)
-        feed.offer(CEILING)
-        wait_for(lambda: builds.tables, "the build ahead")
+        first = built_ahead(c, feed, builds)
         replay = MicroBatch(7)
         assert next_df.take(replay) is None
         c.finished(first)
@@ -140,9 +144,7 @@ def test_a_micro_batch_that_changed_after_its_build_is_built_again_once_full() -
     c = collector()
     with builder(c) as (next_df, builds):
         feed = Feed(c)
-        first = busy_with_a_first_batch(c, feed)
-        feed.offer(CEILING)
-        wait_for(lambda: len(builds.tables) == 1, "the build ahead")
+        first = built_ahead(c, feed, builds)
         c.forget(("t", 0))  # released meanwhile: the open micro-batch loses its only slice
         c.register(("t", 0), feed.hold, None)  # taken again, from a new registration
         feed.offer(CEILING)
@@ -156,9 +158,7 @@ def test_what_was_built_for_a_micro_batch_that_ended_without_running_is_let_go()
     c = collector()
     with builder(c) as (next_df, builds):
         feed = Feed(c)
-        first = busy_with_a_first_batch(c, feed)
-        feed.offer(CEILING)
-        wait_for(lambda: builds.tables, "the build ahead")
+        first = built_ahead(c, feed, builds)
         c.finished(first)
         second = take_now(c)
         next_df.discard(second)  # the driver's prune emptied it: it never reaches take()
