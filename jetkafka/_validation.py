@@ -30,7 +30,7 @@ from typing import Any
 from jetkafka.config import JetkafkaConfig, check_config
 from jetkafka.errors import ConfigError, JetkafkaError
 
-__all__ = ["ValidationReport", "check_kafka_properties", "validate_file"]
+__all__ = ["ValidationReport", "check_kafka_properties", "validate_config", "validate_file"]
 
 # librdkafka quotes the property it refuses: "fetch.max.bytez" or `fetch.max.bytes`.
 _QUOTED_PROPERTY = re.compile(r"[\"`]([A-Za-z0-9_.]+)[\"`]")
@@ -81,6 +81,18 @@ def validate_file(
     report = ValidationReport(os.fspath(path), config, list(errors))
     if config is None:
         return report
+    return validate_config(config, pythonpath, build_processor, report)
+
+
+def validate_config(
+    config: JetkafkaConfig,
+    pythonpath: Sequence[str] = (),
+    build_processor: bool = True,
+    report: ValidationReport | None = None,
+) -> ValidationReport:
+    """Steps 2 and 3 of the module docstring for a configuration already read (a folder's
+    file, with ``process.yaml``'s sections in it)."""
+    report = report or ValidationReport(config.source, config)
     kafka_errors, report.warnings = check_kafka_properties(config)
     report.errors += kafka_errors
     if kafka_errors or not build_processor:

@@ -54,6 +54,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from jetkafka.ops._log_format import configure_logging
     from jetkafka.ops._progress import ProgressLog
 
+    if os.path.isdir(args.config):
+        return _run_folder(args)
     config = read_config_file(args.config)
     configure_logging(args.log_level or config.logging.level, config.logging.format, traced=config.tracing.enabled)
     channel = build_channel(config, pythonpath=args.pythonpath)
@@ -100,8 +102,53 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0 if clean else 1
 
 
+def _run_folder(args: argparse.Namespace) -> int:
+    """``jetkafka run DIR``: every channel file of DIR in this process (:mod:`jetkafka.subscriptions`)."""
+    from jetkafka._assembly import build_channel
+    from jetkafka.ops._log_format import configure_logging
+    from jetkafka.subscriptions import ChannelFolder
+
+    folder = ChannelFolder(args.config, lambda config: build_channel(config, pythonpath=args.pythonpath))
+    reading = folder.first_reading()
+    logs = reading.shared.get("logging")
+    tracing = reading.shared.get("tracing")
+    configure_logging(
+        args.log_level or (logs.level if logs else "INFO"),
+        logs.format if logs else "text",
+        traced=bool(tracing and tracing.enabled),
+    )
+    stop = threading.Event()
+    interrupts = 0
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        nonlocal interrupts
+        if signum == signal.SIGINT:
+            interrupts += 1
+            if interrupts > 1:
+                os.write(2, b"second interrupt: exiting without committing\n")
+                os._exit(130)
+        log.info("%s received: stopping every channel gracefully (interrupt again to exit at once)", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    log.info("%s: %d channel file(s), %d valid", args.config, len(reading.files), len(reading.valid()))
+    folder.start(reading, watch=not args.no_watch)
+    statuses = folder.statuses()
+    if statuses and all(s.state == "failed" for s in statuses) and not stop.is_set():
+        # Nothing runs at all: most likely ZooKeeper or the broker is unreachable for everyone.
+        folder.shutdown()
+        raise JetkafkaError("no channel of the folder started: " + "; ".join(f"{s.file}: {s.reason}" for s in statuses))
+    while not stop.wait(0.5):
+        pass
+    return 0 if folder.shutdown() else 1
+
+
 def _cmd_validate(args: argparse.Namespace) -> int:
     from jetkafka._validation import validate_file
+
+    if os.path.isdir(args.config):
+        return _validate_folder(args)
 
     report = validate_file(args.config, pythonpath=args.pythonpath, build_processor=not args.skip_processor)
     if args.json:
@@ -116,6 +163,35 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     ch = report.config.channel
     print(f"{report.source}: valid (group {ch.group}, topics {', '.join(ch.topics)}, coordinator {ch.coordinator})")
     return 0
+
+
+def _validate_folder(args: argparse.Namespace) -> int:
+    from jetkafka.subscriptions import validate_folder
+
+    report = validate_folder(args.config, pythonpath=args.pythonpath, build_processor=not args.skip_processor)
+    if args.json:
+        print_json(report.to_dict())
+        return 0 if report.ok else 2
+    if report.process_file is not None:
+        if report.process_errors:
+            print_errors(report.process_file, report.process_errors)
+        else:
+            print(f"{report.process_file}: valid (the settings every channel shares)")
+    for file in report.files:
+        for warning in file.warnings:
+            print(f"{file.source}: warning: {warning}", file=sys.stderr)
+        if not file.ok:
+            print_errors(file.source, file.errors)
+            continue
+        assert file.config is not None
+        ch = file.config.channel
+        print(f"{file.source}: valid (group {ch.group}, topics {', '.join(ch.topics)}, coordinator {ch.coordinator})")
+    bad = sum(1 for f in report.files if not f.ok) + bool(report.process_errors)
+    if not report.files:
+        print(f"{args.config}: no channel files (*.yaml, *.yml) in the folder")
+    elif bad:
+        print(f"{args.config}: {bad} of {len(report.files) + (report.process_file is not None)} files refused", file=sys.stderr)
+    return 2 if bad else 0
 
 
 def _cmd_pause(args: argparse.Namespace) -> int:
@@ -165,7 +241,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"jetkafka {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    run = sub.add_parser("run", help="run the channel described by a YAML file")
+    run = sub.add_parser(
+        "run",
+        help="run the channel described by a YAML file, or one channel per file of a folder",
+        description=(
+            "Run the channel of CONFIG until SIGTERM or SIGINT. CONFIG may be a folder: every *.yaml "
+            "file in it is one channel (a subscription), all in this process, sharing one ZooKeeper "
+            "session; process.yaml holds the settings they share. Files added, edited or removed "
+            "while it runs start, hot-deploy or stop their channel (docs/operations.md)."
+        ),
+    )
     add_config_argument(run, positional=True)
     run.add_argument(
         "--pythonpath",

@@ -58,8 +58,8 @@ def check_as(
     errors: list[ConfigError] = []
     try:
         source = os.fspath(path)
-        text = _read(source)
-        data = _parse_yaml(text, source)
+        text = read_source(source)
+        data = parse_yaml(text, source)
         return parse_as(root, data, source, env=env, errors=errors, lines=key_lines(text)), []
     except SectionInvalid:
         # The walk goes section by section in the schema's order; the file's order is the reader's.
@@ -165,7 +165,7 @@ def key_lines(text: str) -> dict[str, int]:
     return lines
 
 
-def _read(source: str) -> str:
+def read_source(source: str) -> str:
     try:
         with open(source, encoding="utf-8-sig") as handle:
             return handle.read()
@@ -197,7 +197,7 @@ def _read(source: str) -> str:
         ) from None
 
 
-def _parse_yaml(text: str, source: str) -> Any:
+def parse_yaml(text: str, source: str) -> Any:
     try:
         return yaml.safe_load(text)
     except yaml.MarkedYAMLError as exc:

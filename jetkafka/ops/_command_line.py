@@ -49,7 +49,7 @@ def add_config_argument(parser: argparse.ArgumentParser, positional: bool = Fals
     """
     if positional:
         parser.add_argument(
-            "config_file", nargs="?", metavar="CONFIG", help=f"path of the YAML configuration (or --config FILE, or ${CONFIG_ENV})"
+            "config_file", nargs="?", metavar="CONFIG", help=f"path of the YAML configuration, or of a folder of them (or --config FILE, or ${CONFIG_ENV})"
         )
     parser.add_argument(
         "--config", metavar="FILE", help=f"the group's YAML configuration (default: ${CONFIG_ENV})"

@@ -205,17 +205,37 @@ def describe_failing(failing: Sequence[Mapping[str, Any]], now: float | None = N
     return f"; {count} not moving on: {', '.join(named)}{more}"
 
 
-def readiness(channels: Sequence[RunningChannel], counts: Callable[[RunningChannel], PartitionCounts]) -> Verdict:
+def readiness(
+    channels: Sequence[RunningChannel],
+    counts: Callable[[RunningChannel], PartitionCounts],
+    not_running: Sequence[Mapping[str, Any]] | None = None,
+) -> Verdict:
     """Ready when every attached channel is (see the module docstring); ``counts`` gives a
-    channel's :class:`PartitionCounts`."""
-    if not channels:
-        return Verdict(False, {"status": "not ready", "reason": "no channel is attached to this endpoint", "channels": []})
+    channel's :class:`PartitionCounts`.
+
+    ``not_running`` (a process running a folder of channel files) lists the subscriptions
+    without a channel attached, each with ``file``, ``group``, ``state`` and ``reason``: one
+    that should run and does not (starting, failed, stopping) makes the process not ready and
+    is named; a file refused as invalid is listed under ``refused`` and changes nothing (its
+    error is in the log and on the status page; a typo in a new file must not take a running
+    process out of service).
+    """
+    waiting = [s for s in not_running or () if s["state"] not in ("invalid", "stopped")]
+    refused = [dict(s) for s in not_running or () if s["state"] == "invalid"]
+    extra: dict[str, Any] = {"refused": refused} if not_running is not None else {}
+    if not channels and not waiting:
+        return Verdict(
+            False, {"status": "not ready", "reason": "no channel is attached to this endpoint", "channels": [], **extra}
+        )
     entries = []
-    ready = True
+    ready = not waiting
     for channel in channels:
         ok, entry = channel_readiness(channel, counts(channel))
+        entry["file"] = channel.config.source
         ready = ready and ok
         entries.append(entry)
+    for s in waiting:
+        entries.append({"file": s["file"], "group": s["group"], "consumer": None, "ready": False, "reason": f"{s['state']}: {s['reason']}"})
     if ready:
         paused = all(e.get("paused") for e in entries)
         if paused:
@@ -225,9 +245,16 @@ def readiness(channels: Sequence[RunningChannel], counts: Callable[[RunningChann
         else:
             failing = sum(len(e.get("failing", ())) for e in entries)
             reason = "every channel is ready" + (f"; {failing} partition(s) not moving on (see channels)" if failing else "")
-        return Verdict(True, {"status": "ready", "reason": reason, "channels": entries})
-    reasons = [f"{e['group']}/{e['consumer']}: {e['reason']}" for e in entries if not e["ready"]]
-    return Verdict(False, {"status": "not ready", "reason": "; ".join(reasons), "channels": entries})
+        return Verdict(True, {"status": "ready", "reason": reason, "channels": entries, **extra})
+    reasons = [_named(e) + f": {e['reason']}" for e in entries if not e["ready"]]
+    return Verdict(False, {"status": "not ready", "reason": "; ".join(reasons), "channels": entries, **extra})
+
+
+def _named(entry: Mapping[str, Any]) -> str:
+    """``group/consumer``, with the channel's file when it came from a folder's file."""
+    who = f"{entry['group']}/{entry['consumer']}" if entry.get("consumer") else f"{entry['group']}"
+    source = entry.get("file")
+    return f"{who} ({source})" if source and source != "<dict>" else who
 
 
 __all__ = ["PartitionCounts", "Verdict", "channel_readiness", "liveness", "readiness"]

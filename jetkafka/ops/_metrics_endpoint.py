@@ -9,8 +9,14 @@ processors register metrics of their own.
 Paths (:mod:`jetkafka.ops._http`): ``/metrics``; ``/healthz`` and ``/readyz``, the liveness
 and readiness of every attached channel (:mod:`jetkafka.ops._health`), JSON with 200 or 503;
 ``/`` and ``/status.json``, the status page of the attached channels' groups
-(:mod:`jetkafka.ops._status_view`); anything else 404. The server listens on ``metrics.host``,
-127.0.0.1 unless configured otherwise.
+(:mod:`jetkafka.ops._status_view`) with one entry per subscription under ``subscriptions``;
+anything else 404. The server listens on ``metrics.host``, 127.0.0.1 unless configured
+otherwise.
+
+A process that runs a folder of channel files (:mod:`jetkafka.subscriptions`) holds the
+endpoint open with :func:`hold_endpoint` while no channel is attached, and names the
+subscriptions that do not run (starting, failed, stopping, refused): ``/readyz`` is ready only
+when every subscription that should run does and is ready, and names the others.
 
 Failure modes: a port that is taken makes :func:`attach_channel` raise a
 :class:`~jetkafka.errors.ConfigError` naming ``metrics.port``.
@@ -20,22 +26,26 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from jetkafka.errors import ConfigError
-from jetkafka.ops._health import PartitionCounts, Verdict, liveness, readiness
+from jetkafka.ops._health import PartitionCounts, Verdict, channel_readiness, liveness, readiness
 from jetkafka.ops._http import Answer, StatusServer, json_answer, page_route
 from jetkafka.ops._metrics import ChannelMetrics, JetkafkaCollector
 from jetkafka.ops._status_view import InstanceView
 
 if TYPE_CHECKING:
     from jetkafka.channel._running import RunningChannel
+    from jetkafka.config import MetricsConfig
     from jetkafka.events import Key
+
+# What a holder tells of its subscriptions: one mapping each with file, group, state, reason, since.
+SubscriptionList = Callable[[], Sequence[Mapping[str, Any]]]
 
 log = logging.getLogger("jetkafka.ops._metrics")
 
@@ -63,12 +73,14 @@ class MetricsEndpoint:
         self._counts: dict[str, PartitionCounts] = {}
         self._metrics_of: dict[int, ChannelMetrics] = {}  # by id() of the channel
         self.status = InstanceView(self.channels, self._lag_seconds)
+        self.holds = 0
+        self.subscriptions: SubscriptionList | None = None
         routes = {
             "/metrics": self._metrics,
             "/healthz": self._healthz,
             "/readyz": self._readyz,
             "/": page_route,
-            "/status.json": lambda: json_answer(200, self.status.snapshot()),
+            "/status.json": self._status_json,
         }
         try:
             self._server = StatusServer(host, port, routes)
@@ -115,8 +127,46 @@ class MetricsEndpoint:
         return json_answer(verdict.status, verdict.body)
 
     def _readyz(self) -> Answer:
-        verdict = readiness(self.channels(), self._partition_counts)
+        verdict = readiness(self.channels(), self._partition_counts, self._not_running())
         return json_answer(verdict.status, verdict.body)
+
+    def _not_running(self) -> list[Mapping[str, Any]] | None:
+        """The held subscriptions without a channel attached (None: no holder, a single channel)."""
+        provider = self.subscriptions
+        if provider is None:
+            return None
+        attached = {c.config.source for c in self.channels()}
+        return [s for s in provider() if s["file"] not in attached or s["state"] != "running"]
+
+    def _status_json(self) -> Answer:
+        return json_answer(200, {**self.status.snapshot(), "subscriptions": self.subscription_entries()})
+
+    def subscription_entries(self) -> list[dict[str, Any]]:
+        """One entry per subscription: each attached channel with its readiness, then the held
+        subscriptions that do not run (``/status.json``'s ``subscriptions``)."""
+        entries: list[dict[str, Any]] = []
+        for channel in self.channels():
+            ready, verdict = channel_readiness(channel, self._partition_counts(channel))
+            entries.append(
+                {
+                    "file": channel.config.source,
+                    "group": channel.config.channel.group,
+                    "consumer": channel.consumer_id,
+                    "state": "paused" if channel.paused else "running",
+                    "ready": ready,
+                    "reason": verdict["reason"],
+                    "partitions": len(channel.owned_partitions()),
+                    "events": channel.stats.summary()["events"],
+                }
+            )
+        attached = {e["file"] for e in entries}
+        for other in self._not_running() or ():
+            if other["file"] in attached:
+                continue
+            # Not judged (None) when the file is refused or gone: nothing should run for it.
+            judged = other["state"] not in ("invalid", "stopped")
+            entries.append({**other, "consumer": None, "ready": False if judged else None, "partitions": 0, "events": None})
+        return entries
 
     def _partition_counts(self, channel: RunningChannel) -> PartitionCounts:
         group = channel.config.channel.group
@@ -161,7 +211,7 @@ class MetricsHandle:
         self.metrics.stop()
         with _endpoints_lock:
             self.endpoint.remove(self.channel, self.metrics)
-            if len(self.endpoint.collector) or _endpoints.get(self._key) is not self.endpoint:
+            if len(self.endpoint.collector) or self.endpoint.holds or _endpoints.get(self._key) is not self.endpoint:
                 return
             del _endpoints[self._key]
         self.endpoint.close()
@@ -189,4 +239,55 @@ def attach_channel(channel: RunningChannel) -> MetricsHandle:
     return MetricsHandle(endpoint, key, channel, metrics)
 
 
-__all__ = ["MetricsEndpoint", "MetricsHandle", "attach_channel"]
+class EndpointHold:
+    """A process's hold on the endpoint of one address (:func:`hold_endpoint`); :meth:`release` ends it."""
+
+    def __init__(self, endpoint: MetricsEndpoint, key: tuple[str, int]) -> None:
+        self.endpoint = endpoint
+        self._key = key
+        self._released = False
+
+    @property
+    def port(self) -> int:
+        return self.endpoint.port
+
+    def release(self) -> None:
+        with _endpoints_lock:
+            if self._released:
+                return
+            self._released = True
+            self.endpoint.holds -= 1
+            if self.endpoint.holds == 0:
+                self.endpoint.subscriptions = None
+            if len(self.endpoint.collector) or self.endpoint.holds or _endpoints.get(self._key) is not self.endpoint:
+                return
+            del _endpoints[self._key]
+        self.endpoint.close()
+        log.info("metrics endpoint %s closed", self.endpoint.url)
+
+
+def hold_endpoint(config: MetricsConfig, source: str, subscriptions: SubscriptionList | None = None) -> EndpointHold:
+    """Open (or share) the endpoint of ``config``'s address and keep it open until released,
+    with or without channels attached; ``subscriptions`` names the holder's subscriptions.
+
+    Port 0 binds any free port: :attr:`EndpointHold.port` says which, and a channel whose
+    ``metrics.port`` is that port then attaches to this endpoint. Raises
+    :class:`~jetkafka.errors.ConfigError` naming ``metrics.port`` when the port is taken.
+    """
+    if config.port is None:
+        raise ValueError("metrics.port is not set")
+    key = (config.host, config.port)
+    with _endpoints_lock:
+        endpoint = _endpoints.get(key) if config.port else None
+        if endpoint is None:
+            endpoint = MetricsEndpoint(config.host, config.port, source)
+            key = (config.host, endpoint.port)
+            _endpoints[key] = endpoint
+            log.info("serving Prometheus metrics on %s", endpoint.url)
+        endpoint.holds += 1
+        if subscriptions is not None:
+            endpoint.subscriptions = subscriptions
+    return EndpointHold(endpoint, key)
+
+
+__all__ = ["EndpointHold", "MetricsEndpoint", "MetricsHandle", "attach_channel", "hold_endpoint"]
