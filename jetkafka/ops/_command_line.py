@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from jetkafka.config import JetkafkaConfig, check_config
+from jetkafka.config import JetkafkaConfig
 from jetkafka.errors import JetkafkaError
 
 __all__ = [
@@ -126,8 +126,20 @@ class InvalidConfigFile(JetkafkaError):
 
 def read_config_file(path: str | os.PathLike[str]) -> JetkafkaConfig:
     """The configuration at ``path``; :class:`InvalidConfigFile` with every error of the file,
-    not only the first (a user fixes them all in one go)."""
-    config, errors = check_config(path)
+    not only the first (a user fixes them all in one go).
+
+    A file with a ``process.yaml`` beside it is read with that file's sections, as
+    ``jetkafka run DIR`` reads it (:func:`jetkafka.subscriptions._folder.read_channel_file`).
+    A folder is refused with the fix: the command needs one of its files.
+    """
+    from jetkafka.subscriptions._folder import read_channel_file
+
+    if os.path.isdir(path):
+        raise JetkafkaError(
+            f"{os.fspath(path)} is a folder; this command reads one channel's file: "
+            f"give one of the folder's files, e.g. --config {os.path.join(os.fspath(path), 'NAME.yaml')}"
+        )
+    config, errors = read_channel_file(path)
     if errors:
         raise InvalidConfigFile(os.fspath(path), errors)
     assert config is not None  # no errors: a configuration

@@ -14,6 +14,8 @@ within ``--timeout`` (the output names them and how to continue); 2 for usage er
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
 from typing import Any
 
@@ -56,6 +58,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         const=2.0,
         metavar="S",
         help="read and show it again every S seconds (default 2) until Ctrl-C",
+    )
+    status.add_argument(
+        "--brief", action="store_true", help="with --config DIR: only the table of subscriptions, not each group's status"
     )
     status.set_defaults(func=cmd_status)
 
@@ -155,6 +160,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     from jetkafka.ops._other_chroots import describe_elsewhere, group_elsewhere
     from jetkafka.ops._status import group_status, render_status
 
+    if os.path.isdir(args.config):
+        return _folder_status(args)
     if args.watch is not None:
         return _watch_status(args)
     config = load_command_config(args)
@@ -164,6 +171,20 @@ def cmd_status(args: argparse.Namespace) -> int:
         print_json({**status.to_dict(), "elsewhere": [{"chroot": g.chroot, "live_instances": g.live_instances} for g in elsewhere]})
     else:
         print("\n".join([render_status(status), *describe_elsewhere(config.channel.group, elsewhere)]))
+    return 0
+
+
+def _folder_status(args: argparse.Namespace) -> int:
+    from jetkafka.ops._folder_status import folder_status, folder_status_dict, render_folder_status
+
+    if args.watch is not None or args.topic:
+        raise JetkafkaError("--watch and --topic take one channel's file, not a folder: give --config DIR/NAME.yaml")
+    logging.basicConfig(level=getattr(logging, args.log_level), format="%(levelname)s %(name)s: %(message)s")
+    rows = folder_status(args.config)
+    if args.json:
+        print_json(folder_status_dict(rows))
+    else:
+        print(render_folder_status(rows, brief=args.brief))
     return 0
 
 

@@ -145,6 +145,18 @@ def read_folder(
     return FolderReading(os.fspath(folder), process, process_errors, process_digest, shared, shared_from, readings)
 
 
+def read_channel_file(path: str | os.PathLike[str]) -> tuple[JetkafkaConfig | None, list[JetkafkaError]]:
+    """One channel file, read as ``jetkafka run DIR`` reads it: with the sections of the
+    ``process.yaml`` beside it, if there is one (for the commands that take one file of a
+    folder: ``status``, ``pause``, ``offsets`` ...). The configuration and no errors, or None
+    and every error."""
+    file = Path(path)
+    process_path = file.parent / PROCESS_FILE
+    sections = _raw_process_sections(process_path) if process_path.is_file() and file.name != PROCESS_FILE else {}
+    reading = _read_file(file, sections)
+    return reading.config, reading.errors
+
+
 def _raw_process_sections(path: Path) -> dict[str, Any]:
     """``process.yaml``'s sections as YAML data, to be read as part of each channel file."""
     try:
@@ -244,4 +256,4 @@ def _check_groups(readings: list[FileReading], groups_taken: Mapping[str, str]) 
             reading.config = None
 
 
-__all__ = ["FileReading", "FolderReading", "channel_files", "read_folder"]
+__all__ = ["FileReading", "FolderReading", "channel_files", "read_channel_file", "read_folder"]
