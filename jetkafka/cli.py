@@ -139,8 +139,19 @@ def _run_folder(args: argparse.Namespace) -> int:
         # Nothing runs at all: most likely ZooKeeper or the broker is unreachable for everyone.
         folder.shutdown()
         raise JetkafkaError("no channel of the folder started: " + "; ".join(f"{s.file}: {s.reason}" for s in statuses))
+    interval = logs.progress_interval_s if logs else 60.0
+    progress = None
+    if interval:
+        from collections import Counter
+
+        from jetkafka.ops._progress import FolderProgressLog
+
+        progress = FolderProgressLog(folder.channels, lambda: Counter(s.state for s in folder.statuses()), interval)
+        progress.start()
     while not stop.wait(0.5):
         pass
+    if progress is not None:
+        progress.stop()
     return 0 if folder.shutdown() else 1
 
 

@@ -70,7 +70,7 @@ def _moved_fix(error: ConfigError) -> JetkafkaError:
             error.source,
             error.key_path,
             f"{PROCESS_FILE} holds only the sections the process's channels share "
-            f"({', '.join(PROCESS_SECTIONS)}); {section} is a channel's",
+            f"({', '.join(PROCESS_SECTIONS)}); {section}: belongs in each channel's own file",
             f"move {section}: into each channel file that needs it",
             error.line,
         )

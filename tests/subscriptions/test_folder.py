@@ -98,7 +98,7 @@ def test_process_yaml_refuses_a_channel_section_and_may_be_empty(tmp_path: Path)
     write(tmp_path, "process.yaml", {"zookeeper": ZK, "kafka": KAFKA})
     reading = read_folder(tmp_path)
     (error,) = reading.process_errors
-    assert "kafka is a channel's" in str(error) and "move kafka: into each channel file" in str(error)
+    assert "kafka: belongs in each channel's own file" in str(error) and "move kafka: into each channel file" in str(error)
 
 
 def test_validate_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
