@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -65,13 +65,13 @@ class Load:
 
 
 @pytest.fixture
-def folder(tmp_path: Path, zk_connect: str) -> Iterator[Path]:
+def folder(tmp_path: Path, zk_connect: str) -> Path:
     (tmp_path / "process.yaml").write_text(
         yaml.safe_dump(
             {"zookeeper": {"connect": zk_connect, "session_timeout_s": 6}, "metrics": {"port": 0}, "logging": {"level": "INFO"}}
         )
     )
-    yield tmp_path
+    return tmp_path
 
 
 def channel_file(folder: Path, name: str, kafka: dict[str, Any], group: str, topic: str, **channel: Any) -> Path:
