@@ -60,6 +60,36 @@ class _DefaultRegistry(Collector):
         return []
 
 
+class _SubscriptionStates(Collector):
+    """``jetkafka_subscriptions{state}``: the process's subscriptions by state, when a folder
+    of channel files holds the endpoint (nothing otherwise)."""
+
+    def __init__(self, endpoint: MetricsEndpoint) -> None:
+        self._endpoint = endpoint
+
+    def collect(self) -> Iterator[Metric]:
+        provider = self._endpoint.subscriptions
+        if provider is None:
+            return
+        from prometheus_client.core import GaugeMetricFamily
+
+        family = GaugeMetricFamily(
+            "jetkafka_subscriptions",
+            "Channel files of the process by state (running, starting, stopping, failed, invalid).",
+            labels=["state"],
+        )
+        counts = dict.fromkeys(("running", "starting", "stopping", "failed", "invalid"), 0)
+        for entry in provider():
+            if entry["state"] in counts:
+                counts[entry["state"]] += 1
+        for state, n in counts.items():
+            family.add_metric([state], n)
+        yield family
+
+    def describe(self) -> list[Metric]:
+        return []
+
+
 class MetricsEndpoint:
     """One HTTP server with its registry and collector, for one ``host:port``."""
 
@@ -68,6 +98,7 @@ class MetricsEndpoint:
         self.collector = JetkafkaCollector()
         self.registry.register(self.collector)
         self.registry.register(_DefaultRegistry())
+        self.registry.register(_SubscriptionStates(self))
         self._channels: list[RunningChannel] = []
         self._channels_lock = threading.Lock()
         self._counts: dict[str, PartitionCounts] = {}

@@ -142,6 +142,10 @@ def test_files_added_edited_broken_and_removed_under_load(
         status, ready = http(port, "/readyz")
         assert status == 503 and "d.yaml" in ready["reason"] and "failed" in ready["reason"], ready
         assert f"missing-{tag}" in by_file(port)["d.yaml"]["reason"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=20) as answer:
+            scrape = answer.read().decode()
+        assert 'jetkafka_subscriptions{state="failed"} 1.0' in scrape
+        assert 'jetkafka_subscriptions{state="running"} 3.0' in scrape
 
         if CHROMIUM.exists():
             page = Tables(chromium(f"http://127.0.0.1:{port}/"))
