@@ -90,7 +90,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         # The signal may have come just after start() returned: then leave the group as usual.
         return 0 if not channel.running or channel.shutdown() else 1
     if not args.no_watch:
-        channel.watch(args.config)
+        from jetkafka.subscriptions._folder import load_channel_file
+
+        channel.watch(args.config, load_channel_file)
     progress = ProgressLog(channel, config.logging.progress_interval_s) if config.logging.progress_interval_s else None
     if progress is not None:
         progress.start()

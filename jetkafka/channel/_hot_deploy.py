@@ -142,9 +142,15 @@ class ConfigWatcher:
 
     DEBOUNCE_S = 0.3  # editors write in several steps; read once they are done
 
-    def __init__(self, path: str | os.PathLike[str], apply: Callable[[JetkafkaConfig], None]) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        apply: Callable[[JetkafkaConfig], None],
+        load: Callable[[str | os.PathLike[str]], JetkafkaConfig] = load_config,
+    ) -> None:
         self.path = Path(path).resolve()
         self._apply = apply
+        self._load = load
         self._digest = self._read_digest()
         self._timer: threading.Timer | None = None
         self._lock = threading.Lock()
@@ -187,7 +193,7 @@ class ConfigWatcher:
             return  # deleted mid-rename, or saved unchanged
         self._digest = digest
         try:
-            config = load_config(self.path)
+            config = self._load(self.path)
         except ConfigError as exc:
             log.error("%s changed but is invalid; still running on the previous configuration: %s", self.path, exc)
             return
@@ -205,13 +211,17 @@ class HotDeploy:
         self._watcher: ConfigWatcher | None = None
         self.reconfiguring = threading.Lock()
 
-    def watch(self, path: str | os.PathLike[str] | None = None) -> None:
+    def watch(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        load: Callable[[str | os.PathLike[str]], JetkafkaConfig] | None = None,
+    ) -> None:
         """See :meth:`InboundChannel.watch`."""
         path = path or self._channel.config.source
         if not os.path.isfile(path):
             raise ConfigError(str(path), "", "cannot watch: not a file", "pass the YAML file the channel runs on")
         if self._watcher is None:
-            self._watcher = ConfigWatcher(path, self._apply)
+            self._watcher = ConfigWatcher(path, self._apply, load or load_config)
             self._watcher.start()
 
     def _apply(self, new: JetkafkaConfig) -> None:

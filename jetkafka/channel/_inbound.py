@@ -418,8 +418,15 @@ class InboundChannel:
 
     # -- hot deploy (see jetkafka.channel._hot_deploy) ----------------------------------------
 
-    def watch(self, path: str | os.PathLike[str] | None = None) -> None:
+    def watch(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        load: Callable[[str | os.PathLike[str]], JetkafkaConfig] | None = None,
+    ) -> None:
         """Apply every valid change of the YAML file (default: the one loaded) while running.
+
+        ``load`` reads the file (default :func:`~jetkafka.config.load_config`); ``jetkafka run``
+        passes one that also reads a ``process.yaml`` beside it, as it read the file at start.
 
         Call it after :meth:`start`: a change seen while the channel is not running is not
         applied (nor later). Changes are applied on the watcher's thread with
@@ -428,7 +435,7 @@ class InboundChannel:
         :class:`ConfigError` when ``path`` (or the loaded file) is not a file, e.g. for a
         channel built with :meth:`from_dict` and no ``path``.
         """
-        self._hot_deploy.watch(path)
+        self._hot_deploy.watch(path, load)
 
     def reconfigure(self, new: JetkafkaConfig) -> Change:
         """Move the running channel onto ``new``: in place, or by releasing and resubscribing.

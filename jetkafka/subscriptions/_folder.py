@@ -157,6 +157,16 @@ def read_channel_file(path: str | os.PathLike[str]) -> tuple[JetkafkaConfig | No
     return reading.config, reading.errors
 
 
+def load_channel_file(path: str | os.PathLike[str]) -> JetkafkaConfig:
+    """:func:`read_channel_file`, raising its first error (a
+    :class:`~jetkafka.errors.ConfigError`): the loader of a watched file's changes."""
+    config, errors = read_channel_file(path)
+    if errors:
+        raise errors[0]
+    assert config is not None
+    return config
+
+
 def _raw_process_sections(path: Path) -> dict[str, Any]:
     """``process.yaml``'s sections as YAML data, to be read as part of each channel file."""
     try:
@@ -256,4 +266,4 @@ def _check_groups(readings: list[FileReading], groups_taken: Mapping[str, str]) 
             reading.config = None
 
 
-__all__ = ["FileReading", "FolderReading", "channel_files", "read_channel_file", "read_folder"]
+__all__ = ["FileReading", "FolderReading", "channel_files", "load_channel_file", "read_channel_file", "read_folder"]

@@ -6,6 +6,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
@@ -102,3 +103,35 @@ def test_run_dir_serves_every_channel_and_stops_on_sigterm(
     for name in ("a", "b"):
         assert f"{tmp_path / name}.yaml: channel stopped" in err
     assert " ERROR " not in err, err[-3000:]
+
+
+def test_run_one_file_of_a_folder_reads_and_watches_it_with_its_process_yaml(
+    tmp_path: Path, zk_connect: str, kafka_config: dict[str, Any], topic_factory: Callable[..., str]
+) -> None:
+    topic = topic_factory(partitions=1)
+    write(tmp_path / "process.yaml", {"zookeeper": {"connect": zk_connect}, "logging": {"progress_interval_s": 0}})
+    body = {
+        "kafka": kafka_config,
+        "channel": {"group": f"one-{uuid.uuid4().hex[:6]}", "topics": [topic], "batch_max_events": 10},
+        "processor": {"class": "jetkafka.bench._processors:CountingNoOp"},
+    }
+    path = tmp_path / "a.yaml"
+    write(path, body)
+    proc = subprocess.Popen([sys.executable, "-m", "jetkafka", "run", str(path)], cwd=REPO, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr or ()), daemon=True)
+    reader.start()
+    try:
+        wait_until(lambda: any(" started: consumer" in line for line in lines), timeout=60, what=f"the start: {lines[-5:]}")
+        body["channel"]["batch_max_events"] = 20  # type: ignore[index]
+        write(path, body)
+        wait_until(lambda: any("changed:" in line for line in lines), timeout=30, what=f"the change applied: {lines[-5:]}")
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        reader.join(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    log = "".join(lines)
+    assert f"{path} changed: in-place (channel.batch_max_events)" in log, log[-3000:]
+    assert proc.returncode == 0
