@@ -9,8 +9,11 @@ processors register metrics of their own.
 Paths (:mod:`jetkafka.ops._http`): ``/metrics``; ``/healthz`` and ``/readyz``, the liveness
 and readiness of every attached channel (:mod:`jetkafka.ops._health`), JSON with 200 or 503;
 ``/`` and ``/status.json``, the status page of the attached channels' groups
-(:mod:`jetkafka.ops._status_view`); anything else 404. The server listens on ``metrics.host``,
-127.0.0.1 unless configured otherwise.
+(:mod:`jetkafka.ops._status_view`); ``/debug/threads``, ``/debug/profile`` and ``/debug/memory``
+(:mod:`jetkafka.profiling._routes`), which answer only while an attached channel's configuration
+has ``metrics.debug: true`` (read at each request, so a hot deploy turns them on or off) and 404
+otherwise; anything else 404. The server listens on ``metrics.host``, 127.0.0.1 unless
+configured otherwise.
 
 Failure modes: a port that is taken makes :func:`attach_channel` raise a
 :class:`~jetkafka.errors.ConfigError` naming ``metrics.port``.
@@ -32,6 +35,7 @@ from jetkafka.ops._health import PartitionCounts, Verdict, liveness, readiness
 from jetkafka.ops._http import Answer, StatusServer, json_answer, page_route
 from jetkafka.ops._metrics import ChannelMetrics, JetkafkaCollector
 from jetkafka.ops._status_view import InstanceView
+from jetkafka.profiling._routes import DebugRoutes
 
 if TYPE_CHECKING:
     from jetkafka.channel._running import RunningChannel
@@ -70,8 +74,9 @@ class MetricsEndpoint:
             "/": page_route,
             "/status.json": lambda: json_answer(200, self.status.snapshot()),
         }
+        self._debug = DebugRoutes(self.debug_enabled)
         try:
-            self._server = StatusServer(host, port, routes)
+            self._server = StatusServer(host, port, routes, self._debug.routes())
         except OSError as exc:
             raise ConfigError(
                 source,
@@ -87,6 +92,10 @@ class MetricsEndpoint:
         """The channels attached now, in the order they attached."""
         with self._channels_lock:
             return list(self._channels)
+
+    def debug_enabled(self) -> bool:
+        """Whether an attached channel's configuration, as it is now, has ``metrics.debug: true``."""
+        return any(channel.config.metrics.debug for channel in self.channels())
 
     def add(self, channel: RunningChannel, metrics: ChannelMetrics) -> None:
         with self._channels_lock:
@@ -134,6 +143,7 @@ class MetricsEndpoint:
         return f"http://{host}:{self.port}/metrics"
 
     def close(self) -> None:
+        self._debug.close()
         self._server.stop()
         self.status.close()
 

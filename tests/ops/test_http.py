@@ -53,7 +53,16 @@ def test_any_other_path_is_404_naming_the_served_ones(endpoint: MetricsEndpoint,
     assert status == 404
     answer = json.loads(body)
     assert answer["error"] == f"no such path: {path}"
-    assert answer["paths"] == ["/", "/healthz", "/metrics", "/readyz", "/status.json"]
+    assert answer["paths"] == [
+        "/",
+        "/debug/memory",
+        "/debug/profile",
+        "/debug/threads",
+        "/healthz",
+        "/metrics",
+        "/readyz",
+        "/status.json",
+    ]
 
 
 def test_a_query_string_does_not_change_the_route(endpoint: MetricsEndpoint) -> None:
