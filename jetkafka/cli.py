@@ -322,6 +322,9 @@ def build_parser() -> argparse.ArgumentParser:
     from jetkafka.ops import _compact_command as compact_command
 
     compact_command.register(sub)
+    from jetkafka.profiling import _commands as debug_commands
+
+    debug_commands.register(sub)
     __import__("jetkafka.bench._commands", fromlist=["register"]).register(sub)
     return parser
 

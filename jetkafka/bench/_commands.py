@@ -8,6 +8,11 @@ Without ``--config`` it starts a dev stack of its own in a temporary directory a
 the end; with ``--config`` it uses that file's ``zookeeper`` and ``kafka`` sections (a real
 cluster), creating and deleting its own topics and groups there. A table goes to stdout (or
 the JSON document with ``--json``), a progress bar to stderr.
+
+    jetkafka bench profiler [--idle 50,300] [--busy 2] [--seconds 3] [--hz 100] [--json]
+
+measures the on-demand profiler's cost in this process (:mod:`jetkafka.bench._profiler`); it
+needs no cluster and no extra.
 """
 
 from __future__ import annotations
@@ -78,6 +83,41 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     bench.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     bench.add_argument("--log-level", default="ERROR", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     bench.set_defaults(func=cmd_bench)
+
+    kinds = bench.add_subparsers(dest="bench_command", metavar="{profiler}")
+    profiler = kinds.add_parser(
+        "profiler",
+        help="the cost of jetkafka debug profile: sampler CPU and the slowdown of busy threads",
+        description=(
+            "Measure the on-demand profiler in this process: its own CPU per second of sampling and "
+            "the rate of busy Python loops while it samples, as a ratio to a baseline measured just "
+            "before, in cpu and wall mode, with idle threads around. No cluster needed."
+        ),
+    )
+    profiler.add_argument("--idle", type=_counts, default=[50, 300], metavar="N,N",
+                          help="counts of idle threads to measure with (default 50,300)")
+    profiler.add_argument("--busy", type=_positive, default=2, metavar="N", help="busy threads (default 2)")
+    profiler.add_argument("--seconds", type=_positive_float, default=3.0, metavar="S",
+                          help="length of each measurement (default 3)")
+    profiler.add_argument("--hz", type=_positive_float, default=100.0, metavar="H", help="sampling rate (default 100)")
+    profiler.add_argument("--json", action="store_true", help="print the JSON document instead of the table")
+    profiler.set_defaults(func=cmd_bench_profiler)
+
+
+def _counts(text: str) -> list[int]:
+    try:
+        counts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of counts, e.g. 50,300") from None
+    if not counts or any(c < 0 for c in counts):
+        raise argparse.ArgumentTypeError(f"{text!r}: give counts >= 0, e.g. 50,300")
+    return counts
+
+
+def cmd_bench_profiler(args: argparse.Namespace) -> int:
+    from jetkafka.bench import _profiler as profiler
+
+    return profiler.main(args.idle, args.busy, args.seconds, args.hz, args.json)
 
 
 def _parts(text: str) -> list[str]:

@@ -390,6 +390,13 @@ class MetricsConfig:
         default=10.0,
         metadata=spec("seconds between look-ups of the owned partitions' watermarks", min=0.1, max=3600),
     )
+    debug: bool = field(
+        default=False,
+        metadata=spec(
+            "serve /debug/threads, /debug/profile and /debug/memory on the endpoint: stacks, profiles "
+            "and allocations of the process, for anyone who can reach metrics.host"
+        ),
+    )
 
 
 @dataclass(frozen=True)

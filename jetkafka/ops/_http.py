@@ -6,9 +6,14 @@ Paths (GET and HEAD only; every other method answers 405, so nothing can be chan
 - ``/healthz`` and ``/readyz``: a :class:`~jetkafka.ops._health.Verdict` as JSON, 200 or 503.
 - ``/``: the status page, a fixed HTML document whose script polls ``/status.json``.
 - ``/status.json``: what the page shows (:mod:`jetkafka.ops._status_view`).
+- ``/debug/threads``, ``/debug/profile`` and ``/debug/memory`` on the metrics port
+  (:mod:`jetkafka.profiling._routes`), which answer only when ``metrics.debug`` is on.
 - anything else: 404 with a JSON body naming the paths served.
 
-A server is given the routes it serves (``jetkafka ui`` has no probes and no metrics). Each
+A server is given the routes it serves (``jetkafka ui`` has no probes and no metrics). A route
+takes no argument; a query route (``query_routes``) is given the request's query parameters,
+each name with its last value (``?seconds=5&seconds=7`` gives ``seconds`` ``"7"``). Other routes
+ignore the query string. Each
 request runs on a thread of its own (``ThreadingHTTPServer``); a route that raises answers
 500 with the error in a JSON body and the process goes on.
 """
@@ -22,12 +27,15 @@ from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any
+from urllib.parse import parse_qsl
 
 log = logging.getLogger(__name__)
 
 # A route answers (status, content type, body).
 Answer = tuple[int, str, bytes]
 Route = Callable[[], Answer]
+# A route given the query parameters (name -> last value).
+QueryRoute = Callable[[Mapping[str, str]], Answer]
 
 JSON_TYPE = "application/json; charset=utf-8"
 HTML_TYPE = "text/html; charset=utf-8"
@@ -50,13 +58,19 @@ class _Handler(BaseHTTPRequestHandler):
     server: StatusServer
 
     def _answer(self, head_only: bool) -> None:
-        path = self.path.split("?", 1)[0]
+        path, _, query = self.path.partition("?")
         route = self.server.routes.get(path)
-        if route is None:
-            answer = json_answer(404, {"error": f"no such path: {path}", "paths": sorted(self.server.routes)})
+        query_route = self.server.query_routes.get(path)
+        if route is None and query_route is None:
+            paths = sorted({*self.server.routes, *self.server.query_routes})
+            answer = json_answer(404, {"error": f"no such path: {path}", "paths": paths})
         else:
             try:
-                answer = route()
+                if query_route is not None:
+                    answer = query_route(dict(parse_qsl(query, keep_blank_values=True)))
+                else:
+                    assert route is not None
+                    answer = route()
             except Exception as exc:  # noqa: BLE001 - one failed request answers 500; the server goes on
                 log.warning("HTTP %s failed: %s", path, exc)
                 answer = json_answer(500, {"error": f"{type(exc).__name__}: {exc}"})
@@ -97,7 +111,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class StatusServer(ThreadingHTTPServer):
-    """A threaded HTTP server answering ``routes`` (path -> route) on ``host:port``.
+    """A threaded HTTP server answering ``routes`` and ``query_routes`` (path -> route) on ``host:port``.
 
     Raises OSError when the address cannot be bound. :meth:`start` serves on a daemon thread;
     :meth:`stop` ends it.
@@ -105,8 +119,11 @@ class StatusServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, host: str, port: int, routes: Mapping[str, Route]) -> None:
+    def __init__(
+        self, host: str, port: int, routes: Mapping[str, Route], query_routes: Mapping[str, QueryRoute] | None = None
+    ) -> None:
         self.routes = dict(routes)
+        self.query_routes = dict(query_routes or {})
         if ":" in host:
             import socket
 
@@ -129,4 +146,4 @@ class StatusServer(ThreadingHTTPServer):
             self._thread.join(timeout=5)
 
 
-__all__ = ["Answer", "Route", "StatusServer", "json_answer", "page_route", "status_page"]
+__all__ = ["Answer", "QueryRoute", "Route", "StatusServer", "json_answer", "page_route", "status_page"]

@@ -10,8 +10,10 @@ Paths (:mod:`jetkafka.ops._http`): ``/metrics``; ``/healthz`` and ``/readyz``, t
 and readiness of every attached channel (:mod:`jetkafka.ops._health`), JSON with 200 or 503;
 ``/`` and ``/status.json``, the status page of the attached channels' groups
 (:mod:`jetkafka.ops._status_view`) with one entry per subscription under ``subscriptions``;
-anything else 404. The server listens on ``metrics.host``, 127.0.0.1 unless configured
-otherwise.
+``/debug/threads``, ``/debug/profile`` and ``/debug/memory`` (:mod:`jetkafka.profiling._routes`),
+which answer only while an attached channel's configuration has ``metrics.debug: true`` (read
+at each request, so a hot deploy turns them on or off) and 404 otherwise; anything else 404.
+The server listens on ``metrics.host``, 127.0.0.1 unless configured otherwise.
 
 A process that runs a folder of channel files (:mod:`jetkafka.subscriptions`) holds the
 endpoint open with :func:`hold_endpoint` while no channel is attached, and names the
@@ -38,6 +40,7 @@ from jetkafka.ops._health import PartitionCounts, Verdict, channel_readiness, li
 from jetkafka.ops._http import Answer, StatusServer, json_answer, page_route
 from jetkafka.ops._metrics import ChannelMetrics, JetkafkaCollector
 from jetkafka.ops._status_view import InstanceView
+from jetkafka.profiling._routes import DebugRoutes
 
 if TYPE_CHECKING:
     from jetkafka.channel._running import RunningChannel
@@ -113,8 +116,9 @@ class MetricsEndpoint:
             "/": page_route,
             "/status.json": self._status_json,
         }
+        self._debug = DebugRoutes(self.debug_enabled)
         try:
-            self._server = StatusServer(host, port, routes)
+            self._server = StatusServer(host, port, routes, self._debug.routes())
         except OSError as exc:
             raise ConfigError(
                 source,
@@ -130,6 +134,10 @@ class MetricsEndpoint:
         """The channels attached now, in the order they attached."""
         with self._channels_lock:
             return list(self._channels)
+
+    def debug_enabled(self) -> bool:
+        """Whether an attached channel's configuration, as it is now, has ``metrics.debug: true``."""
+        return any(channel.config.metrics.debug for channel in self.channels())
 
     def add(self, channel: RunningChannel, metrics: ChannelMetrics) -> None:
         with self._channels_lock:
@@ -215,6 +223,7 @@ class MetricsEndpoint:
         return f"http://{host}:{self.port}/metrics"
 
     def close(self) -> None:
+        self._debug.close()
         self._server.stop()
         self.status.close()
 

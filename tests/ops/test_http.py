@@ -53,7 +53,16 @@ def test_any_other_path_is_404_naming_the_served_ones(endpoint: MetricsEndpoint,
     assert status == 404
     answer = json.loads(body)
     assert answer["error"] == f"no such path: {path}"
-    assert answer["paths"] == ["/", "/healthz", "/metrics", "/readyz", "/status.json"]
+    assert answer["paths"] == [
+        "/",
+        "/debug/memory",
+        "/debug/profile",
+        "/debug/threads",
+        "/healthz",
+        "/metrics",
+        "/readyz",
+        "/status.json",
+    ]
 
 
 def test_a_query_string_does_not_change_the_route(endpoint: MetricsEndpoint) -> None:
@@ -102,3 +111,22 @@ def test_the_page_puts_data_in_as_text_never_as_markup() -> None:
     for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
         assert sink not in page
     assert "<script src" not in page and "http://" not in page.replace("http://www.w3.org/2000/svg", "")
+
+
+def test_a_query_route_is_given_the_parameters_and_a_plain_route_ignores_them() -> None:
+    seen: list[dict[str, str]] = []
+
+    def echo(query: Any) -> Any:
+        seen.append(dict(query))
+        return json_answer(200, dict(query))
+
+    server = StatusServer("127.0.0.1", 0, {"/plain": lambda: json_answer(200, {"plain": True})}, {"/echo": echo})
+    server.start()
+    try:
+        status, _, body = get(server.port, "/echo?seconds=5&mode=wall&seconds=7&empty=")
+        assert status == 200 and json.loads(body) == {"seconds": "7", "mode": "wall", "empty": ""}
+        assert get(server.port, "/echo")[0] == 200 and seen[-1] == {}
+        assert json.loads(get(server.port, "/plain?x=1")[2]) == {"plain": True}
+        assert json.loads(get(server.port, "/nope")[2])["paths"] == ["/echo", "/plain"]
+    finally:
+        server.stop()
