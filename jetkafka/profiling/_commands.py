@@ -92,9 +92,19 @@ def _add_target_options(parser: argparse.ArgumentParser) -> None:
 def metrics_address(config: str | os.PathLike[str]) -> tuple[str, int | None]:
     """``metrics.host`` and ``metrics.port`` of the configuration at ``config``.
 
-    The one place this command reads a configuration: a configuration kept in several files
-    would be read here.
+    ``config`` may be a folder run by ``jetkafka run DIR``: its channels share one endpoint,
+    whose settings come from its ``process.yaml`` or agree across its files.
     """
+    if os.path.isdir(config):
+        from jetkafka.subscriptions._folder import read_folder
+
+        reading = read_folder(config)
+        if reading.process_errors:
+            raise reading.process_errors[0]
+        shared = reading.shared.get("metrics")
+        if shared is None:
+            raise JetkafkaError(f"{os.fspath(config)}: no valid channel file and no metrics: in its process.yaml")
+        return shared.host, shared.port
     metrics = read_config_file(config).metrics
     return metrics.host, metrics.port
 

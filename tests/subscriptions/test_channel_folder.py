@@ -188,3 +188,25 @@ def test_files_added_edited_broken_and_removed_under_load(
             assert offsets == list(range(len(offsets))), f"{name}[{partition}]: not every offset from 0, in order"
     for group in groups.values():
         assert not owners(zk, group, topic)
+
+
+def test_debug_threads_of_a_folder_found_through_its_process_yaml(
+    tmp_path: Path, zk_connect: str, kafka_config: dict[str, Any], topic_factory: Callable[..., str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from jetkafka.cli import main
+    from jetkafka.devstack._ports import free_port
+
+    topic = topic_factory(partitions=1)
+    port = free_port()
+    (tmp_path / "process.yaml").write_text(
+        yaml.safe_dump({"zookeeper": {"connect": zk_connect}, "metrics": {"port": port, "debug": True}})
+    )
+    channel_file(tmp_path, "a.yaml", kafka_config, f"dbg-{uuid.uuid4().hex[:6]}", topic)
+    channels = ChannelFolder(tmp_path, lambda config: build_channel(config, RecordingProcessor()))
+    channels.start(watch=False)
+    try:
+        assert main(["debug", "threads", "--config", str(tmp_path)]) == 0
+        dump = capsys.readouterr().out
+        assert "jetkafka-folder-tick" in dump and "jetkafka-fetcher" in dump
+    finally:
+        assert channels.shutdown() is True
