@@ -130,6 +130,22 @@ class FailurePolicy:
         elif state.failure is not None:  # isolating: the records after this one come at once
             state.failure = dataclasses.replace(state.failure, attempts=0, next_attempt=None)
 
+    def waiting(self, state: PartitionState, offset: int, wait_ms: int, because: str, previous: PartitionFailure | None) -> None:
+        """The processor answered with a wait ``because`` it cannot move on from ``offset``
+        (:meth:`~jetkafka.processors._base.BatchResponse.wait`): show the partition as retrying
+        since its first such answer at that offset (``previous``, the failure shown before the
+        batch)."""
+        now = time.time()
+        same = previous is not None and previous.offsets is not None and previous.offsets[0] == offset
+        state.failure = PartitionFailure(
+            state="retrying",
+            since=previous.since if same and previous is not None else now,
+            attempts=(previous.attempts if same and previous is not None else 0) + 1,
+            error=because.splitlines()[0][:ERROR_CHARS] if because else "waiting",
+            offsets=(offset, offset),
+            next_attempt=now + wait_ms / 1000,
+        )
+
     def failed(self, state: PartitionState, batch: list[Any], error: BaseException) -> GiveUp | None:
         """Decide after a failure with no response from ``on_exception``.
 

@@ -34,12 +34,13 @@ class BatchResponse:
     committed); ``.wait(ms)`` keeps the partition away from the workers for ``ms`` milliseconds.
     """
 
-    __slots__ = ("kind", "offset", "wait_ms")
+    __slots__ = ("because", "kind", "offset", "wait_ms")
 
     def __init__(self, kind: ResponseKind, offset: int | None = None, wait_ms: int = 0) -> None:
         self.kind = kind
         self.offset = offset
         self.wait_ms = wait_ms
+        self.because: str | None = None
 
     @classmethod
     def advance(cls) -> BatchResponse:
@@ -59,10 +60,16 @@ class BatchResponse:
         self.offset = offset
         return self
 
-    def wait(self, ms: int) -> BatchResponse:
+    def wait(self, ms: int, because: str | None = None) -> BatchResponse:
+        """Come back to the partition after ``ms``. ``because`` says the partition cannot move
+        on (a downstream system that is down, answering errors): until a later batch moves past
+        the offset it comes back to, the partition is shown as not moving on (``retrying``,
+        with ``because`` as its error) where a failing batch is shown: ``jetkafka status``,
+        ``/status.json``, ``/readyz``'s ``failing``, ``jetkafka_partition_failing_seconds``."""
         if ms < 0:
             raise ValueError(f"wait must be >= 0 ms, got {ms}")
         self.wait_ms = ms
+        self.because = because
         return self
 
     def __repr__(self) -> str:
@@ -70,7 +77,7 @@ class BatchResponse:
         if self.offset is not None:
             extra += f".seek({self.offset})"
         if self.wait_ms:
-            extra += f".wait({self.wait_ms})"
+            extra += f".wait({self.wait_ms}, because={self.because!r})" if self.because else f".wait({self.wait_ms})"
         return f"BatchResponse.{self.kind.value}(){extra}"
 
     def __eq__(self, other: object) -> bool:

@@ -114,7 +114,7 @@ def _check_url(path: str, url: Any) -> str:
 
 
 def _resume_at(
-    source: PartitionSource, offset: int, last: int, wait_ms: int = 0, commit_now: bool = True
+    source: PartitionSource, offset: int, last: int, wait_ms: int = 0, commit_now: bool = True, because: str | None = None
 ) -> BatchResponse:
     """Commit everything before ``offset`` and read on from it (after ``wait_ms``).
 
@@ -139,7 +139,7 @@ def _resume_at(
     if offset <= last:
         response.seek(offset)
     if wait_ms:
-        response.wait(wait_ms)
+        response.wait(wait_ms, because)
     return response
 
 
@@ -271,14 +271,19 @@ class HttpDispatcher(BatchEventProcessor):
                 # A bug or an unexpected library error: keep what was delivered, retry this record.
                 log.exception("%s[%d] offset %d: delivery raised; trying again in %d ms",
                               source.topic, source.partition, offset, _ERROR_WAIT_MS)
-                return self._resume_at(source, offset, last, _ERROR_WAIT_MS)
+                return self._resume_at(source, offset, last, _ERROR_WAIT_MS, "delivery raised (see the log)")
             if wait_ms is not None:
-                return self._resume_at(source, offset, last, wait_ms)
+                # Shown as the partition's failure until the record is delivered or dead-lettered.
+                pending = self._pending.get(key)
+                because = f"{self.url}: {pending.reason}" if pending is not None and pending.reason else None
+                return self._resume_at(source, offset, last, wait_ms, because)
         return self._resume_at(source, last + 1, last)
 
-    def _resume_at(self, source: PartitionSource, offset: int, last: int, wait_ms: int = 0) -> BatchResponse:
+    def _resume_at(
+        self, source: PartitionSource, offset: int, last: int, wait_ms: int = 0, because: str | None = None
+    ) -> BatchResponse:
         connected = self._context is None or self._context.may_act()
-        return _resume_at(source, offset, last, wait_ms, commit_now=connected)
+        return _resume_at(source, offset, last, wait_ms, commit_now=connected, because=because)
 
     def on_stream_termination(self, source: PartitionSource) -> BatchResponse | None:
         self._pending.pop((source.topic, source.partition), None)
