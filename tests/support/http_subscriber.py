@@ -65,7 +65,9 @@ class Received:
 class HttpSubscriber:
     """``with HttpSubscriber() as sub: ... sub.url ...``; see the module documentation."""
 
-    def __init__(self, default: Reply | None = None) -> None:
+    def __init__(self, default: Reply | None = None, port: int = 0) -> None:
+        """``port``: 0 for any free port; a given one to bring up a subscriber where one was
+        down (its clients were refused until now)."""
         self.default = default or Reply()
         self.responder: Callable[[Received], Reply | None] | None = None
         self._script: deque[Reply] = deque()
@@ -88,7 +90,7 @@ class HttpSubscriber:
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="http-subscriber", daemon=True)
         self._thread.start()
