@@ -35,10 +35,9 @@ would wait for the down one's retries (minutes) or at best go at the slow one's 
 60 s for 2,000 events): far beyond the bound either way.
 
 What operators see is checked too: ``ChannelFolder.statuses()``, ``/status.json`` and ``/readyz``
-name every subscription. Whether the down subscription's partitions show as not moving on is
-its own test, expected to fail for now: the dispatcher's retries (``advance().seek().wait()``)
-do not set the partition's failure, so nothing shows them (strict xfail, so that the fix is
-noticed). The last test stops the whole folder while subscribers are in trouble and starts it
+name every subscription. That the down subscription's partitions show as not moving on (the
+dispatcher's retries answer ``advance().seek().wait(ms, because=...)``) while the healthy one's
+do not is a test of its own. The last test stops the whole folder while subscribers are in trouble and starts it
 again: the stop is clean and quick, and nothing delivered before it is sent again.
 """
 
@@ -346,14 +345,6 @@ def test_a_subscriber_down_slow_or_failing_holds_back_only_its_own_subscription(
         assert stop_s < 20, f"the folder took {stop_s:.1f} s to stop"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "HttpDispatcher retries by returning advance().seek(offset).wait(ms); the channel sets "
-        "PartitionFailure only when a processor raises (FailurePolicy) or a partition is halted, "
-        "so a dispatcher whose subscriber is down shows no partition as not moving on"
-    ),
-)
 def test_a_subscriber_that_is_down_shows_its_partitions_as_not_moving_on(
     tmp_path, zk, zk_connect, kafka_config, topic_factory, produce, dead_letters
 ) -> None:
