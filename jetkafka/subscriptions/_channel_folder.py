@@ -114,12 +114,12 @@ class ChannelFolder:
         stoppers = []
         for sub, channel in zip(subs, channels, strict=True):
             if channel is None:
-                sub.want(None)
+                sub.want(None, "the process stops")
                 continue
 
             def stop(sub: Subscription = sub, channel: InboundChannel = channel) -> None:
                 nonlocal clean
-                sub.want(None)
+                sub.want(None, "the process stops")
                 sub.wait_settled()
                 clean = clean and channel.shutdown_clean is not False
 

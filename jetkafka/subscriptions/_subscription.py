@@ -75,6 +75,7 @@ class Subscription:
         self._since = time.time()
         self._group: str | None = None
         self.retry_at: float | None = None
+        self._stop_why = "file removed"
 
     @property
     def name(self) -> str:
@@ -82,10 +83,11 @@ class Subscription:
 
     # -- what the file wants ---------------------------------------------------------------
 
-    def want(self, config: JetkafkaConfig | None) -> None:
-        """Move to ``config`` (None: stop); returns at once."""
+    def want(self, config: JetkafkaConfig | None, why: str = "file removed") -> None:
+        """Move to ``config`` (None: stop, ``why`` saying what for); returns at once."""
         with self._lock:
             self._wanted = config
+            self._stop_why = why
             if config is not None:
                 self._group = config.channel.group
             self.retry_at = None
@@ -144,13 +146,14 @@ class Subscription:
     def _apply(self, wanted: JetkafkaConfig | None) -> None:
         channel = self.channel
         if wanted is None:
+            why = self._stop_why
             if channel is not None:
-                self._set(STOPPING, "file removed: finishing batches, committing, handing partitions over")
-                log.info("%s removed: stopping the channel of group %s", self.path, channel.config.channel.group)
+                self._set(STOPPING, f"{why}: finishing batches, committing, handing partitions over")
+                log.info("%s: %s, stopping the channel of group %s", self.path, why, channel.config.channel.group)
                 clean = channel.shutdown()
                 self.channel = None
                 log.info("%s: channel stopped%s", self.path, "" if clean else " (shutdown_timeout_s passed first)")
-            self._set(STOPPED, "file removed")
+            self._set(STOPPED, why)
             self._done(None)
             return
         if channel is None:
