@@ -54,6 +54,10 @@ its :class:`~tests.soak.guarantee.Guarantee`. It reports, each as a count with e
     in a run that held a partition back on purpose (poisoned, slow), any other partition that
     waited near as long; two batches of one partition in one process's hands at once
     (:mod:`tests.soak.isolation`).
+**disturbed by a neighbour**
+    in the row of subscriptions, a neighbour's file added, broken or removed in a member's
+    folder that moved a partition of the run's group or made its records wait
+    (:mod:`tests.soak.neighbours`).
 
 A record counts as finished when the group committed past it and no recovery range holds it.
 Deliveries are placed in time by the wall clock (the processes, ZooKeeper and the schedule
@@ -70,6 +74,7 @@ from tests.soak.guarantee import CRASH_KINDS, EXPIRY_KINDS, Guarantee, guarantee
 from tests.soak.history import Batch, Callback, Delivery, Fault
 from tests.soak.isolation import held_back, longest_waits, overlapping_batches
 from tests.soak.losses import lost_cause
+from tests.soak.neighbours import neighbour_disturbances
 from tests.soak.report import Cause, Finding, Report
 from tests.soak.timeline import TOLERANCE_S, Timeline
 
@@ -454,11 +459,13 @@ def check(
     waits = longest_waits(acked, acked_at or {}, deliveries)
     held, isolation_notes = held_back(waits, faults, g.isolation_ratio, topic)
     notes += isolation_notes
+    disturbed, neighbour_notes = neighbour_disturbances(faults, zk, acked, acked_at or {}, deliveries)
+    notes += neighbour_notes
     kinds = Counter(f.kind for f in t.faults)
     return Report(
         mode, events, dict(sorted(kinds.items())), dict(lost), dict(duplicated), out_of_order, foreign, back, expired,
         notes, ownerless=ownerless, while_paused=while_paused, waits=waits, held_back=held,
-        overlapping=overlapping_batches(batches or []),
+        overlapping=overlapping_batches(batches or []), disturbed=disturbed,
     )
 
 

@@ -18,6 +18,14 @@ The steps that put a partition under a condition and lift it (poisoned, slow) ru
 picks the held partition's holder (of a slow partition, the process that has just started one
 of its batches), and ``reset_offset`` resets the poisoned partition back into its poison.
 
+In the matrix's row of subscriptions every member runs a folder of channel files
+(:class:`~tests.soak.members.Folder`): a hot deploy edits the run's file in the member's folder,
+``subscription_remove`` removes that file (the member's channel of the run's group leaves
+gracefully, its process and its neighbours run on) and ``subscription_add`` puts it back (it
+joins again); ``neighbour_add``, ``neighbour_break`` and ``neighbour_remove`` add a neighbour's
+file (a channel of another group on the same topic), write it invalid, and remove it. A member
+without the run's file is picked by no other fault.
+
 Failure modes: a fault that cannot run as planned (no member to pick, a command that fails)
 is still recorded, with ``detail["error"]`` saying why, and the soak goes on; the report lists
 it. Threads: all of it runs on the harness's main thread.
@@ -35,6 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from random import Random
 from typing import Any
+
+import yaml
 
 from tests.soak.cluster import SoakCluster
 from tests.soak.conditions import CONDITION_KINDS, ConditionSteps, RunAccess
@@ -84,6 +94,13 @@ class Settings:
     # While a partition is under a condition, the faults that pick one member pick its holder,
     # and reset_offset picks the poisoned partition: each event meets the partition held back.
     aim: bool = False
+    # The neighbour subscription ``neighbour_add`` puts into a member's folder (its channel
+    # file's configuration; None: the members run no folder).
+    neighbour: dict[str, Any] | None = None
+
+
+# The neighbour file the subscriptions row adds, breaks and removes.
+NEIGHBOUR_FILE = "neighbour-b.yaml"
 
 
 class Chaos:
@@ -114,7 +131,7 @@ class Chaos:
         aimed = self._aimed(fault)
         if aimed is not None:
             return aimed
-        alive = sorted(self.pool.alive(), key=lambda m: m.name)
+        alive = sorted(self.pool.attached(), key=lambda m: m.name)
         return alive[self.rng.randrange(len(alive))]
 
     def _aimed(self, fault: Fault) -> Member | None:
@@ -154,7 +171,7 @@ class Chaos:
             return self._pick(fault)
         view = self.view()
         holders = {view["pids"].get(view["owners"].get(p)) for p in recovering}
-        alive = sorted((m for m in self.pool.alive() if m.pid in holders), key=lambda m: m.name)
+        alive = sorted((m for m in self.pool.attached() if m.pid in holders), key=lambda m: m.name)
         if not alive:
             return self._pick(fault)
         fault.detail["recovering"] = {str(p): n for p, n in sorted(recovering.items())}
@@ -186,15 +203,15 @@ class Chaos:
     def needs_a_member(self, kind: str) -> bool:
         """Whether ``kind`` would take the group below its smallest size: a join must come first,
         or the fault would be turned into one and never run."""
-        return kind in ("leave", "kill", "zombie") and len(self.pool.alive()) <= self.s.min_members
+        return kind in ("leave", "kill", "zombie", "subscription_remove") and len(self.pool.attached()) <= self.s.min_members
 
     def run(self, kind: str) -> Fault:
         """Inject one fault of ``kind`` (or a condition step, :data:`CONDITION_KINDS`).
         Membership bounds may turn it into a join or a leave."""
-        alive = len(self.pool.alive())
-        if kind in ("leave", "kill", "zombie") and alive <= self.s.min_members:
+        alive = len(self.pool.attached())
+        if kind in ("leave", "kill", "zombie", "subscription_remove") and alive <= self.s.min_members:
             kind = "join"
-        if kind == "join" and alive >= self.s.max_members:
+        if kind == "join" and len(self.pool.alive()) >= self.s.max_members:
             kind = "leave"
         started = time.time()
         fault = Fault(kind, started, started)
@@ -240,6 +257,99 @@ class Chaos:
         finally:
             self.pool.thaw(member)
         fault.detail["frozen_s"] = round(frozen_s, 1)
+
+    # -- subscriptions of a member's folder ----------------------------------------------------
+
+    def _wait_log(self, member: Member, line: str, seen: int, fault: Fault, timeout: float = 60.0) -> bool:
+        """Wait until the member's log holds ``line`` more than ``seen`` times; on a timeout (or
+        the process gone) the fault's error says so."""
+        deadline = time.monotonic() + timeout
+        while member.log().count(line) <= seen:
+            if time.monotonic() > deadline or member.proc.poll() is not None:
+                fault.detail["error"] = f"{member.name} did not log {line!r} within {timeout:g} s"
+                return False
+            time.sleep(0.1)
+        return True
+
+    def subscription_remove(self, fault: Fault) -> None:
+        """The run's file removed from one member's folder: its channel of the run's group
+        finishes its batches, commits and hands its partitions over; the process runs on."""
+        member = self._pick_recovering(fault)
+        fault.pids, fault.detail["member"] = [member.pid], member.name
+        path = self.pool.row_file(member)
+        stopped = f"{path}: channel stopped"
+        seen = member.log().count(stopped)
+        self.pool.remove_row(member)
+        if self._wait_log(member, stopped, seen, fault, timeout=90.0):
+            line = next(x for x in reversed(member.log().splitlines()) if stopped in x)
+            fault.detail["clean"] = "shutdown_timeout_s passed first" not in line
+
+    def subscription_add(self, fault: Fault) -> None:
+        """The run's file put back into a member's folder that lacked it: its channel joins."""
+        detached = sorted((m for m in self.pool.alive() if m.name in self.pool.detached), key=lambda m: m.name)
+        if not detached:
+            fault.detail["error"] = "no member lacks the run's file"
+            return
+        member = detached[self.rng.randrange(len(detached))]
+        fault.pids, fault.detail["member"] = [member.pid], member.name
+        path = self.pool.row_file(member)
+        running = f"{path}: channel of group {self.s.group} running"
+        seen = member.log().count(running)
+        self.pool.restore_row(member)
+        if self._wait_log(member, running, seen, fault, timeout=self.s.join_timeout_s):
+            fault.detail["registered"] = self._wait_registered(member, 10.0)
+
+    def restores_due(self) -> list[str]:
+        """Before the drain: a ``subscription_add`` for each member still lacking the run's file."""
+        return ["subscription_add"] * len([m for m in self.pool.alive() if m.name in self.pool.detached])
+
+    def _neighbour_target(self, fault: Fault) -> tuple[Member, str]:
+        """A live member and a neighbour's file of its folder whose channel runs: the file
+        ``neighbour_add`` put there, if a member that got it is alive, else one of the
+        neighbours every folder starts with."""
+        alive = sorted(self.pool.alive(), key=lambda m: m.name)
+        added = [m for m in alive if (m.config_path / NEIGHBOUR_FILE).exists()]
+        if added:
+            member, name = added[self.rng.randrange(len(added))], NEIGHBOUR_FILE
+        else:
+            assert self.pool.folder is not None and self.pool.folder.neighbours, "a run without neighbours"
+            member, name = alive[self.rng.randrange(len(alive))], sorted(self.pool.folder.neighbours)[0]
+        fault.pids, fault.detail["member"], fault.detail["file"] = [member.pid], member.name, name
+        return member, name
+
+    def neighbour_add(self, fault: Fault) -> None:
+        """A neighbour's file added to a member's folder: a channel of another group starts in
+        the process beside the run's."""
+        alive = sorted(self.pool.alive(), key=lambda m: m.name)
+        fitting = [m for m in alive if not (m.config_path / NEIGHBOUR_FILE).exists()] or alive
+        member = fitting[self.rng.randrange(len(fitting))]
+        fault.pids, fault.detail["member"], fault.detail["file"] = [member.pid], member.name, NEIGHBOUR_FILE
+        config = self.s.neighbour
+        assert config is not None, "a run without neighbours has no neighbour to add"
+        path = member.config_path / NEIGHBOUR_FILE
+        running = f"{path}: channel of group {config['channel']['group']} running"
+        seen = member.log().count(running)
+        self.pool.write_file(member, NEIGHBOUR_FILE, yaml.safe_dump(config))
+        self._wait_log(member, running, seen, fault)
+
+    def neighbour_break(self, fault: Fault) -> None:
+        """A running neighbour's file written invalid (YAML that does not parse): refused, its
+        channel goes on with its previous configuration."""
+        member, name = self._neighbour_target(fault)
+        path = member.config_path / name
+        refused = f"{path}: invalid YAML"
+        seen = member.log().count(refused)
+        self.pool.write_file(member, name, "channel: [group: broken\nprocessor: {\n")
+        self._wait_log(member, refused, seen, fault)
+
+    def neighbour_remove(self, fault: Fault) -> None:
+        """A running neighbour's file removed from a member's folder: its channel stops gracefully."""
+        member, name = self._neighbour_target(fault)
+        path = member.config_path / name
+        stopped = f"{path}: channel stopped"
+        seen = member.log().count(stopped)
+        path.unlink()
+        self._wait_log(member, stopped, seen, fault)
 
     # -- ZooKeeper and the broker -------------------------------------------------------------
 

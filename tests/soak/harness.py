@@ -4,8 +4,9 @@ The run, in order:
 
 1. its own ZooKeeper and broker (:class:`~tests.soak.cluster.SoakCluster`), a topic of
    ``partitions`` partitions, ``members`` processes running the mode's processor
-   (:mod:`tests.soak.modes`), and, in a dispatcher run, the HTTP subscriber they deliver to
-   (:mod:`tests.soak.subscriber`);
+   (:mod:`tests.soak.modes`; with ``neighbours``, each runs a folder of channel files:
+   :class:`~tests.soak.members.Folder`), and, in a dispatcher run, the HTTP subscriber they
+   deliver to (:mod:`tests.soak.subscriber`);
 2. the producer (:class:`~tests.soak.producer.SoakProducer`) writes unique ids at a steady rate
    (each acknowledgement recorded, with its time) while the schedule (:mod:`tests.soak.schedule`)
    injects faults (:mod:`tests.soak.faults`) and puts partitions under conditions and lifts them
@@ -14,8 +15,9 @@ The run, in order:
    fixed schedule (the guarantee matrix) injects each of its kinds once at ``rate`` events per
    second, and production stops ``tail_s`` after it;
 3. the drain: every process thawed and resumed, every condition lifted (a poison cured by a
-   reset past it), at least ``members`` running, the producer stopped, then the group is given ``drain_timeout_s`` to commit every partition to its end
-   and to recover every recovery range;
+   reset past it), the run's file back in every member's folder, at least ``members`` running,
+   the producer stopped, then the group is given ``drain_timeout_s`` to commit every partition
+   to its end and to recover every recovery range;
 4. every process is stopped with SIGTERM and ZooKeeper cleanly, so its log is complete;
 5. the checker (:mod:`tests.soak.checker`) judges the history against the mode's guarantee
    (:mod:`tests.soak.guarantee`); ``report.json`` and ``report.txt`` are written to the run
@@ -45,8 +47,8 @@ from tests.soak.check import judge
 from tests.soak.cluster import SoakCluster
 from tests.soak.faults import Chaos, FaultTiming, Settings
 from tests.soak.history import Fault, write_acks, write_faults
-from tests.soak.members import MemberPool
-from tests.soak.modes import ModeSettings, member_config
+from tests.soak.members import Folder, MemberPool
+from tests.soak.modes import ModeSettings, member_config, neighbour_config
 from tests.soak.producer import SoakProducer
 from tests.soak.report import Report
 from tests.soak.schedule import FixedPlan, Plan
@@ -86,6 +88,10 @@ class SoakOptions:
     conditions: tuple[tuple[str, float], ...] = ()
     # Faults that pick a member (or a partition to reset back) aim at the partition under a condition.
     aim: bool = False
+    # Every member runs a folder of channel files (``jetkafka run DIR``): process.yaml, the run's
+    # own file and these neighbours, channels of groups of their own on the same topic
+    # (tests.soak.modes.neighbour_config); the faults of subscriptions need it.
+    neighbours: tuple[str, ...] | None = None
 
 
 def _drain(cluster: SoakCluster, topic: str, partitions: int, timeout: float) -> dict[str, Any]:
@@ -145,7 +151,17 @@ def run_soak(options: SoakOptions, run_dir: Path) -> Report:
         )
         operator = run_dir / "operator.yaml"
         operator.write_text(yaml.safe_dump(config))
-        pool = MemberPool(run_dir, config)
+        folder = neighbour = None
+        if options.neighbours is not None:
+            def neighbour_of(name: str) -> dict[str, Any]:
+                return neighbour_config(name, kafka=cluster.kafka, topic=topic, run_dir=run_dir)
+
+            folder = Folder(
+                process={name: config[name] for name in ("zookeeper", "logging")},
+                neighbours={f"neighbour-{name}.yaml": neighbour_of(name) for name in options.neighbours},
+            )
+            neighbour = neighbour_of("b")
+        pool = MemberPool(run_dir, config, folder)
         for _ in range(options.members):
             pool.start()
         plan = _schedule(options)
@@ -153,7 +169,7 @@ def run_soak(options: SoakOptions, run_dir: Path) -> Report:
             topic, options.partitions, GROUP, CHROOT, options.session_timeout_s,
             min_members=options.min_members or options.members, max_members=options.max_members,
             join_timeout_s=180.0 if options.mode == "spark" else 90.0, timing=options.timing,
-            conditions_path=run_dir / "conditions.json", aim=options.aim,
+            conditions_path=run_dir / "conditions.json", aim=options.aim, neighbour=neighbour,
         )
         chaos = Chaos(cluster, pool, settings, plan.choices, operator)
         warm = time.monotonic()
@@ -182,7 +198,7 @@ def run_soak(options: SoakOptions, run_dir: Path) -> Report:
             while not producer.done() and producer.alive() and time.monotonic() - load_started < options.duration_s * 2:
                 time.sleep(0.5)
         chaos.thaw_everything()
-        for kind in chaos.conditions.lifts_due():
+        for kind in (*chaos.conditions.lifts_due(), *chaos.restores_due()):
             faults.append(chaos.run(kind))
         while len(pool.alive()) < options.members:
             faults.append(chaos.run("join"))

@@ -153,3 +153,25 @@ def member_config(
         }
         config["spark"] = {**spark_section("local[1]"), "driver_memory": "768m"}
     return config
+
+
+def neighbour_config(name: str, *, kafka: dict[str, Any], topic: str, run_dir: Path) -> dict[str, Any]:
+    """A neighbour subscription of a member's folder (the matrix's row of subscriptions): a
+    channel of a group of its own (``soak-<name>``) on the run's topic, whose processor only
+    counts what it gets (:class:`tests.soak.recorder.NeighbourCounter`, into ``neighbours.log``).
+    The sections the process's channels share come from the folder's ``process.yaml``."""
+    return {
+        "kafka": dict(kafka),
+        "channel": {
+            "group": f"soak-{name}",
+            "topics": [topic],
+            "threads": 1,
+            "batch_max_events": 500,
+            "rebalance_delay_ms": 100,
+            "commit_interval_ms": 500,
+        },
+        "processor": {
+            "class": "tests.soak.recorder:NeighbourCounter",
+            "options": {"path": str(run_dir / "neighbours.log"), "group": f"soak-{name}"},
+        },
+    }

@@ -4,10 +4,12 @@
   recovery on, the recovery processor too: its events are logged with the recovery mark);
 * :class:`SimpleRecorder`: :class:`~jetkafka.SimpleKafkaProcessor` itself, in any of its
   ``auto_advance`` modes, with a handler that logs and sometimes fails;
-* :func:`slice_writer`: the Spark micro-batch ``fn``.
+* :func:`slice_writer`: the Spark micro-batch ``fn``;
+* :class:`NeighbourCounter`: a neighbour subscription's processor in the row of subscriptions,
+  which only counts, in a log of its own.
 
-Both append to one event log shared by every process of the run (one ``os.write`` per record
-on an ``O_APPEND`` descriptor, so lines of different processes never interleave). Lines beyond
+The first three append to one event log shared by every process of the run (one ``os.write``
+per record on an ``O_APPEND`` descriptor, so lines of different processes never interleave). Lines beyond
 those of :mod:`tests.support.event_log` (``D``, ``T``, ``X``)::
 
     R <pid> <time> <topic> <partition> <first offset> <events>     an injected failure
@@ -49,7 +51,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from jetkafka import BatchResponse, EventBatch, PartitionSource, SimpleKafkaProcessor
+from jetkafka import BatchEventProcessor, BatchResponse, EventBatch, PartitionSource, SimpleKafkaProcessor
 from jetkafka.processors._simple import AutoAdvance
 from tests.soak.conditions import ConditionView
 from tests.support.event_log import EventLogRecorder
@@ -260,3 +262,31 @@ def slice_writer(path: str, log: str, seed: int = 0, raise_rate: float = 0.0) ->
         )
 
     return fn
+
+
+class NeighbourCounter(BatchEventProcessor):
+    """A neighbour subscription's processor (the matrix's row of subscriptions): it only
+    counts, one line per batch in its own log, never in the run's event log::
+
+        N <pid> <time> <group> <topic> <partition> <events>
+    """
+
+    def __init__(self, path: str, group: str) -> None:
+        self._path = path
+        self._group = group
+        self._pid = os.getpid()
+        self._fd = -1
+
+    def on_start(self, context: Any) -> None:
+        if self._fd < 0:
+            self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def on_stop(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def on_next_batch(self, source: PartitionSource, events: EventBatch) -> BatchResponse:
+        line = f"N {self._pid} {time.time():.6f} {self._group} {source.topic} {source.partition} {len(events)}\n"
+        os.write(self._fd, line.encode())
+        return BatchResponse.advance()

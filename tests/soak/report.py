@@ -73,6 +73,8 @@ class Report:
     waits: dict[int, Wait] = field(default_factory=dict)
     held_back: Finding = field(default_factory=Finding)
     overlapping: Finding = field(default_factory=Finding)
+    # A neighbour subscription's change that moved the run's partitions or held its records back.
+    disturbed: Finding = field(default_factory=Finding)
     # What makes the run itself invalid (the producer died, a process never stopped): not a
     # violation of jetkafka's guarantees, but the run proves nothing until it is fixed.
     problems: list[str] = field(default_factory=list)
@@ -89,6 +91,7 @@ class Report:
             + self.while_paused.count
             + self.held_back.count
             + self.overlapping.count
+            + self.disturbed.count
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -113,6 +116,7 @@ class Report:
             "processed_while_paused": vars(self.while_paused),
             "held_back": vars(self.held_back),
             "two_batches_at_once": vars(self.overlapping),
+            "disturbed_by_a_neighbour": vars(self.disturbed),
             "longest_waits": {str(p): w.as_dict() for p, w in sorted(self.waits.items())},
             "expired_sessions": self.expired_sessions,
             "notes": self.notes,
@@ -135,6 +139,7 @@ def format_table(report: Report) -> str:
     rows.append(("while paused", "-", "a batch started by a paused instance", "NO", str(report.while_paused.count)))
     rows.append(("held back", "-", "waited near as long as a partition held back on purpose", "NO", str(report.held_back.count)))
     rows.append(("two batches at once", "-", "one partition's batches in hand together in a process", "NO", str(report.overlapping.count)))
+    rows.append(("disturbed", "-", "the group moved or held back by a neighbour's file", "NO", str(report.disturbed.count)))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))

@@ -12,7 +12,9 @@ itself (when a rebalance lands) are not reproducible; the executed schedule is r
 (:data:`MATRIX_ORDER`), with short gaps, so one short run shows every column of a row. Its order
 may hold the steps that put a partition under a condition and lift it
 (:data:`tests.soak.conditions.CONDITION_KINDS`): the rows of a partition that never drains
-(:data:`POISONED_ORDER`) and of a slow one (:data:`SLOW_ORDER`).
+(:data:`POISONED_ORDER`) and of a slow one (:data:`SLOW_ORDER`). The row of subscriptions
+(:data:`SUBSCRIPTIONS_ORDER`) adds the events of a folder of channel files
+(:data:`SUBSCRIPTION_KINDS`), which only that row's members (each running a folder) can take.
 """
 
 from __future__ import annotations
@@ -146,6 +148,36 @@ SLOW_ORDER = (
 )
 
 
+# The events of a member's folder of channel files (tests.soak.faults): the run's own file
+# removed and put back, a neighbour's file (a channel of another group) added, broken, removed.
+SUBSCRIPTION_KINDS = ("subscription_remove", "subscription_add", "neighbour_add", "neighbour_break", "neighbour_remove")
+# Faults whose guarantee is that the run's group does not notice them at all.
+NEIGHBOUR_KINDS = frozenset({"neighbour_add", "neighbour_break", "neighbour_remove"})
+
+# The row of subscriptions: every member runs a folder (process.yaml, the run's file, a
+# neighbour). The faults that make sense for processes running several channels on one
+# ZooKeeper session (membership, crashes, hot deploys of the run's file, ZooKeeper, a freeze),
+# the run's file removed and put back between a join and a kill, and each neighbour event
+# right after an event that moves no partition (a hot deploy in place, a short ZooKeeper
+# disconnection, a reset), so that any rebalance of the run's group in its window is its own.
+SUBSCRIPTIONS_ORDER = (
+    "deploy_in_place",
+    "neighbour_add",
+    "join",
+    "subscription_remove",
+    "subscription_add",
+    "kill",
+    "deploy_resubscribe",
+    "zk_disconnect",
+    "neighbour_break",
+    "zombie",
+    "zk_expire",
+    "leave",
+    "reset_offset",
+    "neighbour_remove",
+)
+
+
 class FixedPlan:
     """Every kind of ``order`` once, in that order, each after ``gap_s`` under load.
 
@@ -154,9 +186,10 @@ class FixedPlan:
     """
 
     def __init__(self, seed: int, order: tuple[str, ...] = MATRIX_ORDER, gap_s: float = 1.5) -> None:
-        unknown = set(order) - set(KINDS) - set(CONDITION_KINDS)
+        known = (*KINDS, *CONDITION_KINDS, *SUBSCRIPTION_KINDS)
+        unknown = set(order) - set(known)
         if unknown:
-            raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {', '.join((*KINDS, *CONDITION_KINDS))}")
+            raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(known)}")
         self.seed = seed
         self.order = order
         self.choices = random.Random(f"matrix-choices-{seed}")

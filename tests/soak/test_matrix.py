@@ -25,6 +25,13 @@ loop); every kind of fault ran (and failed none), and the row's own mechanism wa
 (recovery batches delivered, the subscriber reached).
 Each test prints the checker's table and the row as a matrix line per fault.
 
+The row of subscriptions (:data:`tests.soak.schedule.SUBSCRIPTIONS_ORDER`) runs every member as
+``jetkafka run DIR`` on a folder of its own (``process.yaml``, the row's channel file, a
+neighbour's: a channel of another group on the same topic): a hot deploy edits the row's file
+there, the row's file is removed from a member's folder and put back (a graceful leave and a
+join of its channel, its process running on), and a neighbour's file is added, broken and
+removed, which must leave the row's group undisturbed (:mod:`tests.soak.neighbours`).
+
 The Spark row starts three Spark drivers on two CPUs, too heavy for ``make test``: it is marked
 ``soak`` and runs with ``make soak``, as do the ``periodic`` and ``no-duplication`` rows of
 ``SimpleKafkaProcessor`` (the same processor as ``every-batch`` with another commit policy, so
@@ -45,7 +52,7 @@ from tests.soak.harness import SoakOptions, run_soak
 from tests.soak.history import read_faults
 from tests.soak.modes import ModeSettings
 from tests.soak.report import Report, format_matrix, format_table
-from tests.soak.schedule import MATRIX_ORDER, POISONED_ORDER, SLOW_ORDER
+from tests.soak.schedule import MATRIX_ORDER, POISONED_ORDER, SLOW_ORDER, SUBSCRIPTIONS_ORDER
 
 # Starts servers of its own: a live ZooKeeper and broker (see tests/conftest.py).
 pytestmark = pytest.mark.cluster
@@ -86,6 +93,8 @@ HELD_ROWS = {
 
 
 def _options(mode: str, seed: int, held: str | None = None) -> SoakOptions:
+    if held == "subscriptions":
+        return replace(_options(mode, seed), schedule=SUBSCRIPTIONS_ORDER, neighbours=("a",))
     if held is not None:
         order, settings = HELD_ROWS[held]
         return replace(_options(mode, seed), schedule=order, settings=settings, timing=HELD_TIMING, aim=True)
@@ -136,9 +145,23 @@ def _row(mode: str, seed: int, base: str | None, tmp_path: Path, held: str | Non
     assert not missing, f"the {name} row never injected {missing}: its run proves nothing about them"
     floods = [note for note in report.notes if note.startswith("log flood")]
     assert not floods, f"the {name} row's members logged the same error over and over (a loop): {floods}"
-    if held:
+    if options.neighbours is not None:
+        _subscriptions_for_real(report, run_dir)
+    elif held:
         _held_back_for_real(report, options, run_dir)
     return report
+
+
+def _subscriptions_for_real(report: Report, run_dir: Path) -> None:
+    """The folder's events did what they say: the run's file removed left gracefully, the
+    neighbours' channels consumed beside the run's."""
+    faults = read_faults(run_dir / "faults.json")
+    unclean = [f.detail.get("member") for f in faults if f.kind == "subscription_remove" and f.detail.get("clean") is not True]
+    assert not unclean, f"the run's file removed from {unclean}: its channel's shutdown did not finish in time"
+    with open(run_dir / "neighbours.log") as f:
+        groups = {line.split()[3] for line in f if line.startswith("N ")}
+    assert {"soak-a", "soak-b"} <= groups, f"neighbour groups that consumed: {sorted(groups)}; both soak-a and soak-b should have"
+    print(f"disturbed by a neighbour: {report.disturbed.count}")
 
 
 def _held_back_for_real(report: Report, options: SoakOptions, run_dir: Path) -> None:
@@ -197,6 +220,12 @@ def test_matrix_dispatcher(matrix_seed: int, soak_dir: str | None, tmp_path: Pat
 def test_matrix_recovery(matrix_seed: int, soak_dir: str | None, tmp_path: Path) -> None:
     report = _row("recovery", matrix_seed, soak_dir, tmp_path)
     assert report.events.get("recovery_deliveries", 0) > 0, "no recovery range was ever recovered: the row proves nothing"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_matrix_subscriptions(matrix_seed: int, soak_dir: str | None, tmp_path: Path) -> None:
+    _row("batch", matrix_seed, soak_dir, tmp_path, held="subscriptions")
 
 
 @pytest.mark.soak

@@ -16,15 +16,26 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 class Member:
-    """One ``jetkafka run`` process."""
+    """One ``jetkafka run`` process.
+
+    It runs ``workdir/<name>.yaml``, written from ``config``; or, given ``config_path``, that
+    file or folder of channel files as the caller prepared it (``config`` is then not written).
+    """
 
     def __init__(
-        self, workdir: Path, name: str, config: dict[str, Any], preexec_fn: Callable[[], Any] | None = None
+        self,
+        workdir: Path,
+        name: str,
+        config: dict[str, Any],
+        preexec_fn: Callable[[], Any] | None = None,
+        config_path: Path | None = None,
     ) -> None:
         self.name = name
-        self.config_path = workdir / f"{name}.yaml"
         self.log_path = workdir / f"{name}.log"
-        self.config_path.write_text(yaml.safe_dump(config))
+        if config_path is None:
+            config_path = workdir / f"{name}.yaml"
+            config_path.write_text(yaml.safe_dump(config))
+        self.config_path = config_path
         self._log = open(self.log_path, "w")  # noqa: SIM115 - the child's log, closed when it stops
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen(
