@@ -33,11 +33,11 @@ SIZES = {
     "latency_seconds": (30.0, 5.0),
     "trials": (20, 2),
     "repeat": (7, 1),
-    "session_timeout_s": (None, 3.0),
+    "session_timeout_s": (None, 3.0),  # None: the configuration's (ZooKeeper default 10 s)
     "subscriptions": (40, 8),
-    "subscription_events": (20_000, 2_000),
-    "subscription_rounds": (1, 1),
-    "subscription_idle_s": (5.0, 2.0),  # None: the configuration's (ZooKeeper default 10 s)
+    "subscription_events": (100_000, 2_000),
+    "subscription_rounds": (3, 1),
+    "subscription_idle_s": (5.0, 2.0),  # idle time before the idle figures (no option)
 }
 
 
@@ -80,10 +80,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                        help="channel files of the subscriptions part, run in one process and in N processes "
                        "(default 40; quick 8)")
     bench.add_argument("--subscription-events", type=_positive, metavar="N",
-                       help="backlog each subscription reads in the subscriptions part (default 20,000; quick 2,000)")
+                       help="events produced once the subscriptions started, read by each (default 100,000; quick 2,000)")
     bench.add_argument("--subscription-rounds", type=_positive, metavar="N",
                        help="rounds of the subscriptions part, the two setups alternating; figures are medians "
-                       "(default 1)")
+                       "(default 3; quick 1)")
     bench.add_argument("--session-timeout", type=float, metavar="S",
                        help="ZooKeeper session timeout of the hand-off instances (default: the configuration's, "
                        "10 s without --config; quick 3 s)")

@@ -245,7 +245,7 @@ def _fmt_value(value: Any, unit: str) -> str:
     if unit == "micro-batches":
         return f"{value:.2f}"
     if unit == "CPU s":
-        return f"{value:.3f} s"
+        return f"{value * 1000:,.1f} ms" if value < 1 else f"{value:,.1f} s"
     if unit == "%":
         return f"{value:.1f} %"
     if unit == "count":

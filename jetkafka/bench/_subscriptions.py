@@ -1,20 +1,20 @@
 """Subscriptions: N channels in one ``jetkafka run DIR`` process against N ``jetkafka run FILE`` processes.
 
-One topic of 8 partitions holds a backlog of ``events`` values of 200 B. N channel files
-(distinct groups, the topic, threads 2, auto_offset_reset earliest, the no-op
-:class:`~jetkafka.bench._processors.CountingNoOp`, otherwise the defaults) are run two ways:
+N channel files (distinct groups, one topic of 8 partitions, threads 2, auto_offset_reset
+earliest, the no-op :class:`~jetkafka.bench._processors.CountingNoOp`, otherwise the defaults)
+are run two ways:
 
 - *one process*: ``jetkafka run DIR`` on a folder of the N files;
 - *N processes*: ``jetkafka run FILE`` for each of N files with the same content.
 
-Each setup gets new groups, so each reads the whole backlog once per group. For each, from
-the launch of the process(es):
+Each setup gets a new, empty topic and new groups. For each:
 
-- *start*: until every group owns all its partitions (``/consumers/<group>/owners``);
-- *backlog*: until every group's committed offsets (``/consumers/<group>/offsets``) reach the
-  partitions' ends;
-- CPU: user + system seconds of the process(es) from launch to the backlog's end, per 1,000
-  events processed (N × events; the start's cost included);
+- *start*: from the launch until every group owns all its partitions
+  (``/consumers/<group>/owners``), and the CPU used meanwhile;
+- *backlog*: then ``events`` values of 200 B are produced; from the start of producing until
+  every group's committed offsets (``/consumers/<group>/offsets``) reach the partitions' ends.
+  CPU from started to committed, per 1,000 events processed (N × events; what the processes
+  spend idle meanwhile included);
 - then, after ``steady_s`` idle: summed RSS and PSS, threads, ZooKeeper sessions (distinct
   ephemeral owners of the groups' ``ids`` nodes) and connections (``mntr``'s
   ``zk_num_alive_connections`` less its value before the launch, and the processes'
@@ -22,10 +22,14 @@ the launch of the process(es):
   that idle time; the peak of the summed RSS is sampled every 0.2 s from the launch;
 - *stop*: from SIGTERM to every process until the last one exited.
 
+CPU is user + system of the processes and their waited-for children; memory and CPU are read
+with psutil by the benchmark's process, which also polls ZooKeeper every 0.2 s: on a small
+machine that polling takes CPU from the setup measured.
+
 With ``rounds`` > 1 the setups alternate (one process first in odd rounds) and each figure is
-the median of the rounds. A process that exits early or a group that does not get its
-partitions ends the part with the cause (the process's last log line), every process of the
-part stopped.
+the median of the rounds. A process that exits early, or a group that does not get its
+partitions or commit its backlog in time, ends the part with the cause (the error the
+process logged last); every process of the part is stopped, on Ctrl-C too.
 """
 
 from __future__ import annotations
@@ -213,22 +217,50 @@ def _zk_connections(cluster: BenchCluster) -> int | None:
     return None if counters is None else counters.get("zk_num_alive_connections")
 
 
-def measure_setup(cluster: BenchCluster, setup: str, configs: list[dict[str, Any]], workdir: Path,
-                  topic: str, ends: dict[int, int], steady_s: float) -> dict[str, Any]:
-    """Launch one setup, wait for its start and its backlog, measure it idle, stop it."""
-    n = len(configs)
+def _write_files(configs: list[dict[str, Any]], workdir: Path) -> list[Path]:
     workdir.mkdir(parents=True, exist_ok=True)
     paths = []
     for i, config in enumerate(configs, 1):
         path = workdir / f"sub-{i:02d}.yaml"
         path.write_text(yaml.safe_dump(config))
         paths.append(path)
-    groups = [c["channel"]["group"] for c in configs]
-    view = GroupsView(cluster, groups, topic, ends)
+    return paths
+
+
+def _stop(children: list[Child]) -> tuple[float, list[str]]:
+    """SIGTERM to every process at once; seconds until the last exited, and the unclean exits."""
+    stopping = time.perf_counter()
+    for child in children:
+        child.proc.send_signal(signal.SIGTERM)
+    for child in children:
+        try:
+            child.proc.wait(max(0.1, STOP_TIMEOUT_S - (time.perf_counter() - stopping)))
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"{child.label} did not exit within {STOP_TIMEOUT_S:.0f} s of SIGTERM "
+                               f"(log: {child.log_path})") from None
+    seconds = time.perf_counter() - stopping
+    unclean = [f"{c.label}: status {c.proc.returncode}, {last_error(c.log_path)}" for c in children
+               if c.proc.returncode != 0]
+    return seconds, unclean
+
+
+def measure_setup(cluster: BenchCluster, setup: str, configs: list[dict[str, Any]], workdir: Path,
+                  topic: str, events: int, steady_s: float) -> dict[str, Any]:
+    """Launch one setup on the empty ``topic``, wait for its start, produce ``events`` and wait
+    until every group committed them, measure it idle, stop it."""
+    n = len(configs)
+    paths = _write_files(configs, workdir)
+    view = GroupsView(cluster, [c["channel"]["group"] for c in configs], topic, {})
     zk_ports = {int(h.rpartition(":")[2]) for h in cluster.zk_hosts.split(",")}
     broker_ports = broker_ports_of(cluster)
     zk_before = _zk_connections(cluster)
     children: list[Child] = []
+
+    def detail(groups: list[str], state: str) -> str:
+        shown = ", ".join(groups[:3]) + (f" and {len(groups) - 3} more" if len(groups) > 3 else "")
+        logged = [f"{c.label}: {last_error(c.log_path)}" for c in children if c.log_path.stat().st_size]
+        return f"{state}: {shown or '-'}; logged: {'; '.join(logged[:3]) or 'nothing'}"
+
     try:
         launched = time.perf_counter()
         if setup == ONE:
@@ -237,15 +269,13 @@ def measure_setup(cluster: BenchCluster, setup: str, configs: list[dict[str, Any
             for path in paths:
                 children.append(launch(f"jetkafka run {path.name}", path, path.with_suffix(".log")))
         probe = ProcessSet([c.proc.pid for c in children])
-        def detail(groups: list[str], state: str) -> str:
-            shown = ", ".join(groups[:3]) + (f" and {len(groups) - 3} more" if len(groups) > 3 else "")
-            logged = [f"{c.label}: {last_error(c.log_path)}" for c in children if c.log_path.stat().st_size]
-            return f"{state}: {shown or '-'}; logged: {'; '.join(logged[:3]) or 'nothing'}"
-
         ready = _wait(children, probe, lambda: not view.unowned(), START_TIMEOUT_S,
                       "every group owned its partitions", lambda: detail(view.unowned(), "groups short of partitions"))
         cpu_ready = probe.cpu_seconds()
-        events = n * sum(ends.values())
+        filling = time.perf_counter()
+        fill_s = cluster.fill(topic, events, EVENT_BYTES, PARTITIONS)
+        view.ends = cluster.high_watermarks(topic, PARTITIONS)
+        processed = n * sum(view.ends.values())
         seen = [0]
 
         def all_committed() -> bool:
@@ -266,11 +296,12 @@ def measure_setup(cluster: BenchCluster, setup: str, configs: list[dict[str, Any
             "processes": len(children),
             "subscriptions": n,
             "start_s": ready - launched,
-            "backlog_s": done - launched,
-            "events": events,
-            "cpu_seconds": cpu_done,
+            "backlog_s": done - filling,
+            "produce_s": fill_s,
+            "events": processed,
             "cpu_seconds_to_start": cpu_ready,
-            "cpu_seconds_per_1000_events": cpu_done / events * 1000,
+            "cpu_seconds_backlog": cpu_done - cpu_ready,
+            "cpu_seconds_per_1000_events": (cpu_done - cpu_ready) / processed * 1000,
             "idle_cpu_percent": cpu_idle / steady_s * 100,
             "rss_bytes": probe.rss(),
             "rss_at_backlog_end_bytes": rss_at_done,
@@ -286,18 +317,7 @@ def measure_setup(cluster: BenchCluster, setup: str, configs: list[dict[str, Any
             why = child.exited()
             if why:
                 raise RuntimeError(f"{why}, while measured idle")
-        stopping = time.perf_counter()
-        for child in children:
-            child.proc.send_signal(signal.SIGTERM)
-        for child in children:
-            try:
-                child.proc.wait(max(0.1, STOP_TIMEOUT_S - (time.perf_counter() - stopping)))
-            except subprocess.TimeoutExpired:
-                raise RuntimeError(f"{child.label} did not exit within {STOP_TIMEOUT_S:.0f} s of SIGTERM "
-                                   f"(log: {child.log_path})") from None
-        result["stop_s"] = time.perf_counter() - stopping
-        unclean = [f"{c.label}: status {c.proc.returncode}, {last_error(c.log_path)}" for c in children
-                   if c.proc.returncode != 0]
+        result["stop_s"], unclean = _stop(children)
         if unclean:
             result["unclean_exits"] = unclean
         return result
@@ -315,7 +335,7 @@ def broker_ports_of(cluster: BenchCluster) -> set[int]:
 
 
 FIGURES = (
-    "start_s", "backlog_s", "cpu_seconds", "cpu_seconds_to_start", "cpu_seconds_per_1000_events",
+    "start_s", "backlog_s", "produce_s", "cpu_seconds_to_start", "cpu_seconds_backlog", "cpu_seconds_per_1000_events",
     "idle_cpu_percent", "rss_bytes", "rss_at_backlog_end_bytes", "rss_peak_bytes", "pss_bytes", "threads",
     "zk_sessions", "zk_connections", "zk_tcp_connections", "broker_tcp_connections", "stop_s",
 )
@@ -338,22 +358,15 @@ def _median(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 def run(cluster: BenchCluster, subscriptions: int, events: int, rounds: int, steady_s: float,
         progress: Any) -> dict[str, Any]:
     workdir = cluster.workdir / "subscriptions"
-    topic = cluster.create_topic("subscriptions", PARTITIONS)
-    progress.note(f"subscriptions: producing {events:,} events of {EVENT_BYTES} B")
-    fill_s = cluster.fill(topic, events, EVENT_BYTES, PARTITIONS)
-    ends = cluster.high_watermarks(topic, PARTITIONS)
-    progress.advance()
     result: dict[str, Any] = {
         "settings": {
             "subscriptions": subscriptions,
             "events": events,
             "event_bytes": EVENT_BYTES,
             "partitions": PARTITIONS,
-            "topics": 1,
             "threads": THREADS,
             "rounds": rounds,
             "steady_s": steady_s,
-            "fill_seconds": fill_s,
             "processor": "jetkafka.bench._processors:CountingNoOp",
         }
     }
@@ -361,17 +374,19 @@ def run(cluster: BenchCluster, subscriptions: int, events: int, rounds: int, ste
     for r in range(rounds):
         order = (ONE, MANY) if r % 2 == 0 else (MANY, ONE)
         for setup in order:
+            short = "one" if setup == ONE else "many"
             what = "one process" if setup == ONE else f"{subscriptions} processes"
             progress.note(f"subscriptions: {subscriptions} in {what} (round {r + 1} of {rounds})")
+            topic = cluster.create_topic(f"subs-{r + 1}-{short}", PARTITIONS)
             configs = []
             for i in range(1, subscriptions + 1):
-                group = cluster.group(f"subs-{r + 1}-{'one' if setup == ONE else 'many'}-{i:02d}")
+                group = cluster.group(f"subs-{r + 1}-{short}-{i:02d}")
                 config = cluster.channel_config(group, topic, threads=THREADS, auto_offset_reset="earliest")
                 config["processor"] = {"class": "jetkafka.bench._processors:CountingNoOp"}
                 configs.append(config)
             try:
                 measured[setup].append(
-                    measure_setup(cluster, setup, configs, workdir / f"round-{r + 1}-{setup}", topic, ends, steady_s)
+                    measure_setup(cluster, setup, configs, workdir / f"round-{r + 1}-{setup}", topic, events, steady_s)
                 )
             except Exception as exc:
                 log.exception("subscriptions: %s failed", what)
@@ -385,4 +400,4 @@ def run(cluster: BenchCluster, subscriptions: int, events: int, rounds: int, ste
 
 
 def steps(rounds: int) -> int:
-    return 1 + 2 * rounds
+    return 2 * rounds

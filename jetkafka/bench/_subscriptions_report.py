@@ -17,9 +17,8 @@ Note = Callable[[dict[str, Any], dict[str, Any]], str] | None
 
 
 def _cpu_note(one: dict[str, Any], many: dict[str, Any]) -> str:
-    return (f"CPU s in all (to start): {one['cpu_seconds']:.1f} ({one['cpu_seconds_to_start']:.1f}) against "
-            f"{many['cpu_seconds']:.1f} ({many['cpu_seconds_to_start']:.1f}), launch to backlog committed, "
-            f"{many['events']:,} events processed by each setup")
+    return (f"CPU s from started to every backlog committed: {one['cpu_seconds_backlog']:.1f} against "
+            f"{many['cpu_seconds_backlog']:.1f}, {many['events']:,} events processed by each setup")
 
 
 def _mib(x: Any) -> str:
@@ -32,9 +31,11 @@ def _zk_note(one: dict[str, Any], many: dict[str, Any]) -> str:
 
 
 FIGURES: tuple[tuple[str, str, str, Note], ...] = (
-    ("start_s", "time to start all", "s", lambda one, many: "launch until every group owns its partitions"),
+    ("start_s", "time to start all", "s",
+     lambda one, many: "launch until every group owns its partitions (of an empty topic)"),
+    ("cpu_seconds_to_start", "CPU to start all", "CPU s", lambda one, many: "user + system, launch to started"),
     ("backlog_s", "time to process all backlogs", "s",
-     lambda one, many: "launch until every group's offsets are committed at the end"),
+     lambda one, many: "from producing the backlog until every group committed it"),
     ("cpu_seconds_per_1000_events", "CPU per 1,000 events", "CPU s", _cpu_note),
     ("idle_cpu_percent", "CPU when idle", "%", lambda one, many: "of one core, after the backlog"),
     ("rss_bytes", "RSS total, idle", "bytes",
@@ -82,6 +83,7 @@ def settings_line(part: dict[str, Any]) -> str | None:
         return None
     rounds = "one round" if s["rounds"] == 1 else f"median of {s['rounds']} rounds, alternating"
     return (f"subscriptions: {s['subscriptions']} channel files (distinct groups) on one topic of "
-            f"{s['partitions']} partitions holding {s['events']:,} events of {s['event_bytes']} B, threads "
-            f"{s['threads']}, no-op processor; one `jetkafka run DIR` against {s['subscriptions']} `jetkafka run "
-            f"FILE`, new groups for each; {rounds}; idle figures after {s['steady_s']:g} s idle")
+            f"{s['partitions']} partitions, threads {s['threads']}, no-op processor; one `jetkafka run DIR` against "
+            f"{s['subscriptions']} `jetkafka run FILE`, a new topic and new groups for each; once all started, "
+            f"{s['events']:,} events of {s['event_bytes']} B produced, read by every group; {rounds}; "
+            f"idle figures after {s['steady_s']:g} s idle")
