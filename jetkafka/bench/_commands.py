@@ -1,8 +1,9 @@
 """The ``jetkafka bench`` command.
 
-    jetkafka bench [--config C] [--only throughput,client,spark,latency,handoff,scale,memory] [--events N]
-                   [--spark-workload noop|aggregate] [--latency-rate N] [--latency-seconds S]
-                   [--trials N] [--repeat N] [--json] [--png PATH] [--quick]
+    jetkafka bench [--config C] [--only throughput,client,spark,latency,handoff,scale,memory,subscriptions]
+                   [--events N] [--spark-workload noop|aggregate] [--latency-rate N] [--latency-seconds S]
+                   [--trials N] [--repeat N] [--subscriptions N] [--subscription-events N]
+                   [--subscription-rounds N] [--json] [--png PATH] [--quick]
 
 Without ``--config`` it starts a dev stack of its own in a temporary directory and stops it at
 the end; with ``--config`` it uses that file's ``zookeeper`` and ``kafka`` sections (a real
@@ -26,7 +27,7 @@ from typing import Any
 
 from jetkafka.bench._spark_workload import WORKLOADS
 
-PARTS = ("throughput", "client", "spark", "latency", "handoff", "scale", "memory")
+PARTS = ("throughput", "client", "spark", "latency", "handoff", "scale", "memory", "subscriptions")
 
 # Full run / --quick
 SIZES = {
@@ -38,6 +39,10 @@ SIZES = {
     "trials": (20, 2),
     "repeat": (7, 1),
     "session_timeout_s": (None, 3.0),  # None: the configuration's (ZooKeeper default 10 s)
+    "subscriptions": (40, 8),
+    "subscription_events": (100_000, 2_000),
+    "subscription_rounds": (3, 1),
+    "subscription_idle_s": (5.0, 2.0),  # idle time before the idle figures (no option)
 }
 
 
@@ -49,7 +54,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "Throughput against a plain confluent-kafka loop (from the broker, and from messages built in "
             "the process on one CPU: the client's own cost), Spark DataFrames against row-by-row, "
             "hand-off latency against a Kafka consumer group, balance time and ZooKeeper requests as "
-            "instances and partitions grow, and peak memory on a backlog. Without --config a local "
+            "instances and partitions grow, peak memory on a backlog, and N subscriptions in one "
+            "process (jetkafka run DIR) against N processes (memory, CPU, ZooKeeper sessions and "
+            "connections, start and stop times). Without --config a local "
             "dev stack is started for the run. Needs the bench extra: pip install 'jetkafka[bench]'. "
             "See docs/performance.md."
         ),
@@ -74,6 +81,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     bench.add_argument(
         "--repeat", type=_positive, metavar="N", help="throughput and client-cost runs per variant, Spark builds per path (default 7; quick 1)"
     )
+    bench.add_argument("--subscriptions", type=_positive, metavar="N",
+                       help="channel files of the subscriptions part, run in one process and in N processes "
+                       "(default 40; quick 8)")
+    bench.add_argument("--subscription-events", type=_positive, metavar="N",
+                       help="events produced once the subscriptions started, read by each (default 100,000; quick 2,000)")
+    bench.add_argument("--subscription-rounds", type=_positive, metavar="N",
+                       help="rounds of the subscriptions part, the two setups alternating; figures are medians "
+                       "(default 3; quick 1)")
     bench.add_argument("--session-timeout", type=float, metavar="S",
                        help="ZooKeeper session timeout of the hand-off instances (default: the configuration's, "
                        "10 s without --config; quick 3 s)")
@@ -175,6 +190,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from jetkafka.bench import _memory as memory
     from jetkafka.bench import _scale as scale
     from jetkafka.bench import _spark as spark
+    from jetkafka.bench import _subscriptions as subscriptions
     from jetkafka.bench import _throughput as throughput
     from jetkafka.bench._progress import Progress
     from jetkafka.bench._report import machine_info, render_table, table_rows, write_json, write_png
@@ -195,6 +211,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         + (handoff.steps(trials) if "handoff" in parts else 0)
         + (scale.steps(args.quick) if "scale" in parts else 0)
         + (memory.steps() if "memory" in parts else 0)
+        + (subscriptions.steps(_size(args, "subscription_rounds")) if "subscriptions" in parts else 0)
         + 1  # the stack
     )
     progress = Progress(total, enabled=not args.no_progress)
@@ -219,6 +236,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 "handoff": lambda: handoff.run(cluster, trials, progress, session_timeout),
                 "scale": lambda: scale.run(cluster, args.quick, progress),
                 "memory": lambda: memory.run(cluster, memory_events, progress),
+                "subscriptions": lambda: subscriptions.run(
+                    cluster, _size(args, "subscriptions"), _size(args, "subscription_events"),
+                    _size(args, "subscription_rounds"), _size(args, "subscription_idle_s"), progress),
             }
             for part in parts:
                 try:

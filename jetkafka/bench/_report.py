@@ -12,6 +12,9 @@ import platform
 import sys
 from typing import Any
 
+from jetkafka.bench._subscriptions_report import settings_line as subscription_settings
+from jetkafka.bench._subscriptions_report import subscription_rows
+
 MIB = 1024 * 1024
 
 
@@ -154,6 +157,7 @@ def table_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
                              + ("" if base else f"; baseline {_problem(plain) or '-'}")))
         else:
             rows.append(_row("memory", "peak RSS", None, "bytes", note=_problem(jk) or "-"))
+    rows += subscription_rows(results.get("subscriptions"), _row, _problem)
     return rows
 
 
@@ -240,6 +244,12 @@ def _fmt_value(value: Any, unit: str) -> str:
         return f"{value / MIB:,.0f} MiB"
     if unit == "micro-batches":
         return f"{value:.2f}"
+    if unit == "CPU s":
+        return f"{value * 1000:,.1f} ms" if value < 1 else f"{value:,.1f} s"
+    if unit == "%":
+        return f"{value:.1f} %"
+    if unit == "count":
+        return f"{value:,g}"
     return str(value)
 
 
@@ -268,6 +278,8 @@ def render_table(report: dict[str, Any]) -> str:
     lines.extend(format_table(("BENCH", "FIGURE", "VALUE", "BASELINE", "RATIO", "NOTE"), rows, right={2, 4}))
     lines.append("")
     lines.append("ratio = value / baseline: higher is better for events/s, lower for latency and memory")
+    if "subscriptions" in report["results"]:
+        lines.append("subscriptions: value = the N processes, baseline = the one process, ratio = N processes / one")
     lines.extend(_settings_lines(report["results"]))
     return "\n".join(lines)
 
@@ -319,6 +331,9 @@ def _settings_lines(results: dict[str, Any]) -> list[str]:
         out.append(f"memory: {mem['events']:,} events of {mem['event_bytes']} B over {mem['partitions']} partitions; "
                    f"buffer_max_events {d['buffer_max_events']}, buffer_max_bytes {d['buffer_max_bytes']:,} per partition"
                    + (f"; {mem['capped']}" if mem.get("capped") else ""))
+    subs = subscription_settings(results.get("subscriptions", {}))
+    if subs:
+        out.append(subs)
     sc = results.get("scale")
     if sc and "rows" in sc:
         from jetkafka.ops._tables import format_table
