@@ -52,12 +52,23 @@ CONCURRENT_STARTS = 8
 
 class ChannelFolder:
     """The channels of the files in ``folder``; ``build`` makes a channel for a configuration
-    (:func:`jetkafka._assembly.build_channel` with the run's options)."""
+    (default: :func:`jetkafka._assembly.build_channel`, a channel with the standard add-ons
+    and the processor its file names, as ``jetkafka run`` makes it).
 
-    def __init__(self, folder: str | os.PathLike[str], build: Callable[[JetkafkaConfig], InboundChannel]) -> None:
+    In an application: ``start()``, then ``shutdown()``; :meth:`statuses` and :meth:`channels`
+    say how each file's channel is doing.
+    """
+
+    def __init__(
+        self, folder: str | os.PathLike[str], build: Callable[[JetkafkaConfig], InboundChannel] | None = None
+    ) -> None:
         self.folder = os.fspath(folder)
         if not os.path.isdir(self.folder):
             raise ConfigError(self.folder, "", "not a folder", "give a folder of channel files, or one YAML file")
+        if build is None:
+            from jetkafka._assembly import build_channel
+
+            build = build_channel
         self._build = build
         self._lock = threading.RLock()  # one reconciliation at a time
         self._subscriptions: dict[str, Subscription] = {}
