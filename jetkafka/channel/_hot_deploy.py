@@ -41,9 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from watchdog.events import FileSystemEvent, FileSystemEventHandler
-from watchdog.observers import Observer
-
+from jetkafka._directory_watch import DirectoryWatch
 from jetkafka.config import JetkafkaConfig, load_config
 from jetkafka.errors import ConfigError, JetkafkaError
 from jetkafka.processors._base import BatchEventProcessor
@@ -102,41 +100,6 @@ def plan_change(old: JetkafkaConfig, new: JetkafkaConfig) -> Change:
     return Change("resubscribe" if resubscribe else "in-place", tuple(changed))
 
 
-class _FileEvents(FileSystemEventHandler):
-    def __init__(self, path: Path, changed: Callable[[], None]) -> None:
-        self._path = path
-        self._changed = changed
-
-    def on_any_event(self, event: FileSystemEvent) -> None:
-        for p in (event.src_path, getattr(event, "dest_path", "")):
-            if p and Path(os.fsdecode(p)).resolve() == self._path:
-                self._changed()
-                return
-
-
-class _InotifyStopRace(logging.Filter):
-    """Lowers watchdog's "queue_events() called when the thread is inactive" to DEBUG.
-
-    watchdog's inotify emitter logs it at ERROR when :meth:`ConfigWatcher.stop` closes the
-    inotify handle while the emitter thread is still in its blocking read: a race inside
-    watchdog, harmless (the thread just ends), that would put an ERROR line in the log of every
-    unlucky clean shutdown.
-    """
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno > logging.DEBUG and "called when the thread is inactive" in str(record.msg):
-            record.levelno = logging.DEBUG
-            record.levelname = logging.getLevelName(logging.DEBUG)
-            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
-        return True
-
-
-def _quiet_the_stop_race() -> None:
-    watchdog_log = logging.getLogger("watchdog.observers.inotify")
-    if not any(isinstance(f, _InotifyStopRace) for f in watchdog_log.filters):
-        watchdog_log.addFilter(_InotifyStopRace())
-
-
 class ConfigWatcher:
     """Calls ``apply(config)`` with each valid new version of a YAML file."""
 
@@ -152,40 +115,22 @@ class ConfigWatcher:
         self._apply = apply
         self._load = load
         self._digest = self._read_digest()
-        self._timer: threading.Timer | None = None
-        self._lock = threading.Lock()
-        _quiet_the_stop_race()
-        self._observer = Observer()
-        self._observer.name = "jetkafka-config-watch"
-        self._observer.schedule(_FileEvents(self.path, self._schedule), str(self.path.parent), recursive=False)
-        for emitter in self._observer.emitters:  # watchdog's reader of the directory's events
-            emitter.name = "jetkafka-config-events"
+        self._watch = DirectoryWatch(
+            self.path.parent, lambda p: Path(p).resolve() == self.path, self._reload, self.DEBOUNCE_S
+        )
 
     def start(self) -> None:
-        self._observer.start()
+        self._watch.start()
         log.info("watching %s for changes", self.path)
 
     def stop(self) -> None:
-        self._observer.stop()
-        self._observer.join(timeout=5)
-        with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
+        self._watch.stop()
 
     def _read_digest(self) -> str | None:
         try:
             return hashlib.sha256(self.path.read_bytes()).hexdigest()
         except OSError:
             return None
-
-    def _schedule(self) -> None:
-        with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
-            self._timer = threading.Timer(self.DEBOUNCE_S, self._reload)
-            self._timer.name = "jetkafka-hot-deploy"  # it reads the file and applies the change
-            self._timer.daemon = True
-            self._timer.start()
 
     def _reload(self) -> None:
         digest = self._read_digest()

@@ -25,15 +25,10 @@ log = logging.getLogger("jetkafka.progress")
 _WATERMARK_TIMEOUT_S = 2.0
 
 
-class ProgressLog:
-    """Logs :func:`progress_line` every ``interval_s`` seconds until :meth:`stop`.
+class _PeriodicLine:
+    """The ``jetkafka-progress`` thread: :meth:`_run` until :meth:`stop`."""
 
-    Its thread only reads the channel (stats, partition snapshots, watermarks through the
-    metadata consumer); it never touches a partition's processing.
-    """
-
-    def __init__(self, channel: RunningChannel, interval_s: float) -> None:
-        self._channel = channel
+    def __init__(self, interval_s: float) -> None:
         self._interval_s = interval_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="jetkafka-progress", daemon=True)
@@ -45,6 +40,21 @@ class ProgressLog:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=_WATERMARK_TIMEOUT_S + 1)
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+
+class ProgressLog(_PeriodicLine):
+    """Logs :func:`progress_line` every ``interval_s`` seconds until :meth:`stop`.
+
+    Its thread only reads the channel (stats, partition snapshots, watermarks through the
+    metadata consumer); it never touches a partition's processing.
+    """
+
+    def __init__(self, channel: RunningChannel, interval_s: float) -> None:
+        super().__init__(interval_s)
+        self._channel = channel
 
     def _run(self) -> None:
         events_before = int(self._channel.stats.summary()["events"])
@@ -60,7 +70,7 @@ class ProgressLog:
             events_before, since = events, now
 
 
-class FolderProgressLog:
+class FolderProgressLog(_PeriodicLine):
     """The progress line of ``jetkafka run DIR``: one line for all the process's channels.
 
     ``channels()`` gives the running channels; ``states()`` the count of subscriptions per
@@ -71,19 +81,9 @@ class FolderProgressLog:
     def __init__(
         self, channels: Callable[[], Sequence[RunningChannel]], states: Callable[[], Mapping[str, int]], interval_s: float
     ) -> None:
+        super().__init__(interval_s)
         self._channels = channels
         self._states = states
-        self._interval_s = interval_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="jetkafka-progress", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=1)
 
     def _totals(self) -> dict[str, int]:
         return {c.config.channel.group: int(c.stats.summary()["events"]) for c in self._channels()}
