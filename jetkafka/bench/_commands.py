@@ -120,13 +120,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _counts(text: str) -> list[int]:
-    try:
-        counts = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of counts, e.g. 50,300") from None
-    if not counts or any(c < 0 for c in counts):
-        raise argparse.ArgumentTypeError(f"{text!r}: give counts >= 0, e.g. 50,300")
-    return counts
+    from jetkafka.ops._command_line import numbers_at_least_zero
+
+    return numbers_at_least_zero(text, "counts", "50,300")
 
 
 def cmd_bench_profiler(args: argparse.Namespace) -> int:

@@ -90,12 +90,18 @@ def add_topic_option(parser: argparse.ArgumentParser, what: str = "topic to show
 
 def partition_numbers(text: str) -> list[int]:
     """The ``type`` of a ``--partitions P,P`` option: comma-separated numbers >= 0."""
+    return numbers_at_least_zero(text, "partition numbers", "0,3")
+
+
+def numbers_at_least_zero(text: str, what: str, example: str) -> list[int]:
+    """``text`` as comma-separated whole numbers >= 0 (at least one), or an
+    :class:`argparse.ArgumentTypeError` saying what was expected, with ``example``."""
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of partition numbers, e.g. 0,3") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of {what}, e.g. {example}") from None
     if not values or any(v < 0 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: give partition numbers >= 0, e.g. 0,3")
+        raise argparse.ArgumentTypeError(f"{text!r}: give {what} >= 0, e.g. {example}")
     return values
 
 
