@@ -106,6 +106,10 @@ class Fetcher:
         self.pacing = LogEndPacing(log_end_pace_ms)
         # The end-of-partition report is what starts a rest (jetkafka.channel._pacing).
         fetch_conf = {**self._conf, "enable.partition.eof": self.pacing.enabled}
+        # Client-wide errors (every broker down) reach no message: librdkafka hands them to
+        # this callback, on the fetching thread, inside consume().
+        fetch_conf["error_cb"] = self._client_error
+        self.unreachable_since: float | None = None
         wrap = wrap_consumer or _as_is
         self.consumer = wrap(Consumer(fetch_conf, logger=librdkafka_logger()), "fetch")
         self.metadata = BrokerMetadata(
@@ -215,7 +219,25 @@ class Fetcher:
                 self._stop.wait(1.0)
                 continue
             if msgs:
+                self.unreachable_since = None
                 self._route(msgs)
+
+    def _client_error(self, err: KafkaError) -> None:
+        # When librdkafka last said that no broker could be reached, until a message comes again.
+        if err.code() == KafkaError._ALL_BROKERS_DOWN and self.unreachable_since is None:
+            self.unreachable_since = time.time()
+            log.warning("Kafka unreachable (%s); librdkafka keeps retrying", err.str())
+        elif err.fatal():
+            log.critical("fatal Kafka error: %s", err.str())
+
+    def fetching(self) -> str | None:
+        """None while the fetching thread runs and reaches a broker; else why not."""
+        if self._thread is None or not self._thread.is_alive():
+            return "its fetching thread is not running"
+        since = self.unreachable_since
+        if since is not None:
+            return f"no broker reachable since {time.strftime('%H:%M:%S', time.localtime(since))}"
+        return None
 
     def _route(self, msgs: list[Any]) -> None:
         """Hand each run of consecutive messages of one partition to that partition's buffer."""

@@ -505,6 +505,12 @@ class InboundChannel:
             raise JetkafkaError(f"channel {self.config.channel.group} is not started")
         return self._fetcher.watermarks(topic, partition, timeout=timeout)
 
+    def fetching(self) -> str | None:
+        """None while the channel's consumer fetches (its thread runs and librdkafka reaches a
+        broker); else why not (``/readyz``)."""
+        fetcher = self._fetcher
+        return "not started" if fetcher is None or not self._running else fetcher.fetching()
+
     def partition_counts(self, timeout: float = 10.0) -> dict[str, int]:
         """Partitions per subscribed topic, from Kafka's metadata (a topic missing there is
         left out); raises ConnectError when Kafka does not answer."""

@@ -103,6 +103,9 @@ class RunningChannel(Protocol):
     def watermarks(self, topic: str, partition: int, timeout: float = 10.0) -> tuple[int, int]:
         """The partition's low and high watermarks; raises ConnectError when Kafka does not answer."""
 
+    def fetching(self) -> str | None:
+        """None while the channel's consumer fetches; else why not."""
+
     def partition_counts(self, timeout: float = 10.0) -> dict[str, int]:
         """Partitions per subscribed topic in Kafka's metadata; raises ConnectError when Kafka
         does not answer."""

@@ -12,7 +12,9 @@ least one fetcher per attached channel, at least as many workers as they ask for
 and a rebalance thread. A loop that died (an uncaught error ends its thread) makes the count
 fall short and the process not live, which is what a liveness probe restarts it for.
 
-Ready (:func:`readiness`): for every attached channel, its ZooKeeper session is connected and
+Ready (:func:`readiness`): for every attached channel, its ZooKeeper session is connected, its
+consumer fetches (its fetching thread runs, and librdkafka has not reported every broker down
+since the last message, or a metadata look-up says a broker answers again), and
 either the channel is paused (``jetkafka pause`` or ``pause()``: deliberately idle, still
 ready) or it holds its share. *Holds its share* is judged from a fresh read of the group in
 ZooKeeper (live members, owners) and the partition counts from the brokers, with the same
@@ -133,6 +135,14 @@ def channel_readiness(channel: RunningChannel, counts: PartitionCounts) -> tuple
         return False, {**entry, "ready": False, "reason": f"ZooKeeper session {state}"}
     if channel.paused:
         return True, {**entry, "ready": True, "paused": True, "reason": "paused"}
+    not_fetching = channel.fetching()
+    if not_fetching is not None:
+        try:
+            # librdkafka says when every broker is down, never when one is back: a metadata
+            # answer on the channel's other consumer tells an outage that is over.
+            channel.partition_counts(timeout=2.0)
+        except Exception as exc:  # noqa: BLE001 - any failure means "not known to fetch", said in the reason
+            return False, {**entry, "ready": False, "reason": f"its consumer does not fetch: {not_fetching} ({exc})"}
     if sum(channel.stats.rebalance_counts().values()) == 0:
         return False, {**entry, "ready": False, "reason": "first rebalance not done yet"}
     try:

@@ -5,7 +5,7 @@ and a start on the same port with the same data directory, while a producer keep
 (idempotent, with a delivery timeout long enough to wait the restart out) and a channel
 consumes.
 Asserted: the channel keeps running through it (no crash, it logs that Kafka is unreachable
-and carries on), keeps its partitions (same owner nodes), and after the restart goes on
+and carries on, and its readiness says its consumer does not fetch), keeps its partitions (same owner nodes), and after the restart goes on
 consuming; every acknowledged id is delivered; compared with the topic read back in full
 afterwards, every record was delivered exactly once (no offset twice, none skipped).
 """
@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from jetkafka.devstack import LocalBroker
+from jetkafka.ops._health import PartitionCounts, channel_readiness
 from tests.support.channels import make_channel
 from tests.support.group_watch import committed, owner_nodes
 from tests.support.instances import TimedRecorder
@@ -99,6 +100,10 @@ def test_broker_restart_under_load_delivers_every_record_once(
             broker.stop()
             time.sleep(DOWN_S)
             assert channel.running and all(t.is_alive() for t in channel._workers)
+            # What /readyz says meanwhile: the consumer reaches no broker.
+            wait_for(lambda: channel.fetching() is not None, 10, "librdkafka to report every broker down")
+            ready, entry = channel_readiness(channel, PartitionCounts(lambda topics: channel.partition_counts()))
+            assert not ready and entry["reason"].startswith("its consumer does not fetch: no broker reachable since")
             broker.start(timeout=60)
             outage = time.monotonic() - down
             assert (broker.port, broker.data_dir) == (port, data_dir)
@@ -107,6 +112,7 @@ def test_broker_restart_under_load_delivers_every_record_once(
             resumed = wait_for(
                 lambda: any(i >= mark for i in proc.ids()[-200:]), 60, "deliveries of records written after the restart"
             )
+            assert channel.fetching() is None  # records came again: fetching
             time.sleep(1.0)
             acked = producer.stop()
             wait_delivered(proc.ids, acked)

@@ -35,9 +35,19 @@ class FakeChannel:
         self.paused = paused
         self.stats = ChannelStats()
         self._state = state
+        self.not_fetching: str | None = None
+        self.metadata_error: Exception | None = None
 
     def zookeeper_state(self) -> str:
         return self._state
+
+    def fetching(self) -> str | None:
+        return self.not_fetching
+
+    def partition_counts(self, timeout: float = 10.0) -> dict[str, int]:
+        if self.metadata_error is not None:
+            raise self.metadata_error
+        return {"t": 1}
 
     @property
     def zookeeper(self) -> Any:
@@ -90,6 +100,21 @@ def test_paused_is_ready_with_reason_paused() -> None:
 def test_not_ready_before_the_first_rebalance() -> None:
     verdict = readiness([FakeChannel()], lambda c: PartitionCounts(no_counts))  # type: ignore[list-item]
     assert not verdict.ok
+    assert verdict.body["reason"] == "g/c1: first rebalance not done yet"
+
+
+def test_not_ready_while_its_consumer_reaches_no_broker() -> None:
+    channel = FakeChannel()
+    channel.not_fetching = "no broker reachable since 12:00:00"
+    channel.metadata_error = ConnectionError("connection refused")
+    verdict = readiness([channel], lambda c: PartitionCounts(no_counts))  # type: ignore[list-item]
+    assert not verdict.ok
+    assert verdict.body["reason"] == (
+        "g/c1: its consumer does not fetch: no broker reachable since 12:00:00 (connection refused)"
+    )
+    # librdkafka never says a broker is back: a metadata answer does, and the checks go on.
+    channel.metadata_error = None
+    verdict = readiness([channel], lambda c: PartitionCounts(no_counts))  # type: ignore[list-item]
     assert verdict.body["reason"] == "g/c1: first rebalance not done yet"
 
 
