@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jetkafka.config import JetkafkaConfig, check_config
+from jetkafka.config import JetkafkaConfig
 from jetkafka.errors import ConfigError, JetkafkaError
 
 __all__ = ["ValidationReport", "check_kafka_properties", "validate_config", "validate_file"]
@@ -77,7 +77,9 @@ def validate_file(
     """Check the file at ``path`` as described in the module docstring (without step 3 when
     ``build_processor`` is false); never raises for a problem of the file or the processor:
     each is an entry of the report's ``errors``."""
-    config, errors = check_config(path)
+    from jetkafka.subscriptions._folder import read_channel_file
+
+    config, errors = read_channel_file(path)  # with the process.yaml beside it, as run reads it
     report = ValidationReport(os.fspath(path), config, list(errors))
     if config is None:
         return report

@@ -135,7 +135,7 @@ def _run_folder(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     log.info("%s: %d channel file(s), %d valid", args.config, len(reading.files), len(reading.valid()))
-    folder.start(reading, watch=not args.no_watch)
+    folder.start(reading, watch=not args.no_watch, interrupted=stop)
     statuses = folder.statuses()
     if statuses and all(s.state == "failed" for s in statuses) and not stop.is_set():
         # Nothing runs at all: most likely ZooKeeper or the broker is unreachable for everyone.
@@ -352,11 +352,11 @@ def _register_missing_extra(
 
 
 def _access_denied(args: argparse.Namespace) -> str:
-    from jetkafka.config import load_config
     from jetkafka.coordination._session import access_denied
+    from jetkafka.subscriptions._folder import load_channel_file
 
     try:
-        return str(access_denied(load_config(args.config).zookeeper))
+        return str(access_denied(load_channel_file(args.config).zookeeper))
     except (JetkafkaError, AttributeError, TypeError):
         return "ZooKeeper denied access (NoAuth): set zookeeper.auth.credential to the user:password that owns the nodes"
 

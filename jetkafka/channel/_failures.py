@@ -119,25 +119,29 @@ class FailurePolicy:
             self._backing_off.pop(state, None)
         return state.redeliver[:1] if state.isolating else state.redeliver
 
-    def succeeded(self, state: PartitionState, batch: list[Any]) -> None:
+    def succeeded(self, state: PartitionState, batch: list[Any], waiting: PartitionFailure | None = None) -> None:
+        """The batch went through; ``waiting`` (:meth:`waiting`) is what the partition shows
+        instead of nothing when the processor answered with a wait that says why, set in the
+        same step so that no reader sees the failure go and come back."""
         if state.redeliver is not None:
             rest = state.redeliver[len(batch) :]
             state.redeliver = rest or None
             state.isolating = state.isolating and bool(rest)
         state.error_attempts = 0
         if state.redeliver is None:
-            state.failure = None
+            state.failure = waiting
         elif state.failure is not None:  # isolating: the records after this one come at once
             state.failure = dataclasses.replace(state.failure, attempts=0, next_attempt=None)
 
-    def waiting(self, state: PartitionState, offset: int, wait_ms: int, because: str, previous: PartitionFailure | None) -> None:
-        """The processor answered with a wait ``because`` it cannot move on from ``offset``
-        (:meth:`~jetkafka.processors._base.BatchResponse.wait`): show the partition as retrying
-        since its first such answer at that offset (``previous``, the failure shown before the
+    @staticmethod
+    def waiting(offset: int, wait_ms: int, because: str, previous: PartitionFailure | None) -> PartitionFailure:
+        """What to show when the processor answered with a wait ``because`` it cannot move on
+        from ``offset`` (:meth:`~jetkafka.processors._base.BatchResponse.wait`): retrying since
+        its first such answer at that offset (``previous``, the failure shown before the
         batch)."""
         now = time.time()
         same = previous is not None and previous.offsets is not None and previous.offsets[0] == offset
-        state.failure = PartitionFailure(
+        return PartitionFailure(
             state="retrying",
             since=previous.since if same and previous is not None else now,
             attempts=(previous.attempts if same and previous is not None else 0) + 1,

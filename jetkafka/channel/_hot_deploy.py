@@ -68,6 +68,9 @@ IN_PLACE_CHANNEL_KEYS = frozenset(
     }
 )
 IN_PLACE_SECTIONS = frozenset({"logging", "source"})
+# Keys of a section otherwise applied by a resubscribe that a running channel adopts as they are
+# (the metrics endpoint reads metrics.debug at each request).
+IN_PLACE_SECTION_KEYS = frozenset({"metrics.debug"})
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,11 @@ def plan_change(old: JetkafkaConfig, new: JetkafkaConfig) -> Change:
                 if getattr(a, cf.name) != getattr(b, cf.name):
                     changed.append(f"channel.{cf.name}")
                     resubscribe |= cf.name not in IN_PLACE_CHANNEL_KEYS
+        elif dataclasses.is_dataclass(a) and dataclasses.is_dataclass(b) and f.name not in IN_PLACE_SECTIONS:
+            keys = [f"{f.name}.{sf.name}" for sf in dataclasses.fields(a) if getattr(a, sf.name) != getattr(b, sf.name)]
+            in_place = bool(keys) and all(k in IN_PLACE_SECTION_KEYS for k in keys)
+            changed += keys if in_place else [f.name]
+            resubscribe |= not in_place
         else:
             changed.append(f.name)
             resubscribe |= f.name not in IN_PLACE_SECTIONS

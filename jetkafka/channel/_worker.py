@@ -173,11 +173,11 @@ class BatchRunner:
         response = end.response
         assert response is not None
         self.stats.batch_done(state.key, len(batch), time.perf_counter() - started, response.kind.value)
-        shown = state.failure
-        self.failures.succeeded(state, batch)
-        if response.because is not None and response.wait_ms and state.redeliver is None:
+        waiting = None
+        if response.because is not None and response.wait_ms:
             target = response.offset if response.offset is not None else last + 1
-            self.failures.waiting(state, target, response.wait_ms, response.because, shown)
+            waiting = self.failures.waiting(target, response.wait_ms, response.because, state.failure)
+        self.failures.succeeded(state, batch, waiting)
         state.last_activity = time.monotonic()
         state.idle_fired = False
         if self.responses.apply(state, response, last + 1, batch):

@@ -64,12 +64,12 @@ def _writer_option(text: str) -> tuple[str, str]:
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
-    from jetkafka.config import load_config
     from jetkafka.coordination._session import zookeeper_session
+    from jetkafka.ops._command_line import read_config_file
     from jetkafka.spark import ParquetSink, build_session, compact
     from jetkafka.spark._compaction import check_closed
 
-    config = load_config(args.config)
+    config = read_config_file(args.config)
     group = config.channel.group
     sink = ParquetSink(args.path, partition_by=args.partition_by, options=dict(args.options))
     with zookeeper_session(config.zookeeper) as client:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
     from jetkafka.channel._running import RunningChannel
     from jetkafka.config import MetricsConfig
     from jetkafka.events import Key
+
+ENTRIES_REUSE_S = 1.0
 
 # What a holder tells of its subscriptions: one mapping each with file, group, state, reason, since.
 SubscriptionList = Callable[[], Sequence[Mapping[str, Any]]]
@@ -108,7 +111,10 @@ class MetricsEndpoint:
         self._metrics_of: dict[int, ChannelMetrics] = {}  # by id() of the channel
         self.status = InstanceView(self.channels, self._lag_seconds)
         self.holds = 0
-        self.subscriptions: SubscriptionList | None = None
+        self._providers: list[SubscriptionList] = []  # one per hold that names its subscriptions
+        self.held_debug = 0  # holds whose metrics configuration has debug: true
+        self._entries: tuple[float, list[dict[str, Any]]] | None = None
+        self._entries_lock = threading.Lock()
         routes = {
             "/metrics": self._metrics,
             "/healthz": self._healthz,
@@ -136,8 +142,8 @@ class MetricsEndpoint:
             return list(self._channels)
 
     def debug_enabled(self) -> bool:
-        """Whether an attached channel's configuration, as it is now, has ``metrics.debug: true``."""
-        return any(channel.config.metrics.debug for channel in self.channels())
+        """Whether an attached channel's configuration as it is now, or a holder's (a folder's ``process.yaml``), has ``metrics.debug: true``."""
+        return self.held_debug > 0 or any(channel.config.metrics.debug for channel in self.channels())
 
     def add(self, channel: RunningChannel, metrics: ChannelMetrics) -> None:
         with self._channels_lock:
@@ -169,20 +175,43 @@ class MetricsEndpoint:
         verdict = readiness(self.channels(), self._partition_counts, self._not_running())
         return json_answer(verdict.status, verdict.body)
 
+    @property
+    def subscriptions(self) -> SubscriptionList | None:
+        """Every holder's subscriptions, or None when no hold names any."""
+        providers = list(self._providers)
+        if not providers:
+            return None
+        return lambda: [entry for provider in providers for entry in provider()]
+
+    def add_provider(self, provider: SubscriptionList) -> None:
+        self._providers.append(provider)
+
+    def remove_provider(self, provider: SubscriptionList) -> None:
+        if provider in self._providers:
+            self._providers.remove(provider)
+
     def _not_running(self) -> list[Mapping[str, Any]] | None:
         """The held subscriptions without a channel attached (None: no holder, a single channel)."""
         provider = self.subscriptions
         if provider is None:
             return None
         attached = {c.config.source for c in self.channels()}
-        return [s for s in provider() if s["file"] not in attached or s["state"] != "running"]
+        return [s for s in provider() if s["file"] not in attached]
 
     def _status_json(self) -> Answer:
         return json_answer(200, {**self.status.snapshot(), "subscriptions": self.subscription_entries()})
 
     def subscription_entries(self) -> list[dict[str, Any]]:
         """One entry per subscription: each attached channel with its readiness, then the held
-        subscriptions that do not run (``/status.json``'s ``subscriptions``)."""
+        subscriptions that do not run (``/status.json``'s ``subscriptions``); built at most
+        once a second, however many pages poll it (each channel's readiness reads ZooKeeper)."""
+        with self._entries_lock:
+            now = time.monotonic()
+            if self._entries is None or now - self._entries[0] > ENTRIES_REUSE_S:
+                self._entries = (now, self._build_entries())
+            return self._entries[1]
+
+    def _build_entries(self) -> list[dict[str, Any]]:
         entries: list[dict[str, Any]] = []
         for channel in self.channels():
             ready, verdict = channel_readiness(channel, self._partition_counts(channel))
@@ -282,9 +311,13 @@ def attach_channel(channel: RunningChannel) -> MetricsHandle:
 class EndpointHold:
     """A process's hold on the endpoint of one address (:func:`hold_endpoint`); :meth:`release` ends it."""
 
-    def __init__(self, endpoint: MetricsEndpoint, key: tuple[str, int]) -> None:
+    def __init__(
+        self, endpoint: MetricsEndpoint, key: tuple[str, int], provider: SubscriptionList | None, debug: bool
+    ) -> None:
         self.endpoint = endpoint
         self._key = key
+        self._provider = provider
+        self._debug = debug
         self._released = False
 
     @property
@@ -297,8 +330,9 @@ class EndpointHold:
                 return
             self._released = True
             self.endpoint.holds -= 1
-            if self.endpoint.holds == 0:
-                self.endpoint.subscriptions = None
+            self.endpoint.held_debug -= self._debug
+            if self._provider is not None:
+                self.endpoint.remove_provider(self._provider)
             if len(self.endpoint.collector) or self.endpoint.holds or _endpoints.get(self._key) is not self.endpoint:
                 return
             del _endpoints[self._key]
@@ -325,9 +359,10 @@ def hold_endpoint(config: MetricsConfig, source: str, subscriptions: Subscriptio
             _endpoints[key] = endpoint
             log.info("serving Prometheus metrics on %s", endpoint.url)
         endpoint.holds += 1
+        endpoint.held_debug += config.debug
         if subscriptions is not None:
-            endpoint.subscriptions = subscriptions
-    return EndpointHold(endpoint, key)
+            endpoint.add_provider(subscriptions)
+    return EndpointHold(endpoint, key, subscriptions, config.debug)
 
 
 __all__ = ["EndpointHold", "MetricsEndpoint", "MetricsHandle", "attach_channel", "hold_endpoint"]

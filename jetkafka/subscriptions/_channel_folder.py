@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from jetkafka.channel._inbound import InboundChannel
-from jetkafka.config import JetkafkaConfig, MetricsConfig
+from jetkafka.config import JetkafkaConfig
 from jetkafka.errors import ConfigError, JetkafkaError
 from jetkafka.subscriptions._folder import FileReading, FolderReading, read_folder
 from jetkafka.subscriptions._folder_watch import FolderWatch
@@ -76,11 +76,11 @@ class ChannelFolder:
         self._starts = threading.Semaphore(CONCURRENT_STARTS)
         self._reported: dict[str, str] = {}  # file -> digest whose refusal was logged
         self._process_digest: str | None = None
-        self._metrics: MetricsConfig | None = None
         self._metrics_hold: Any = None
         self._bound_port: int | None = None
         self._watch: FolderWatch | None = None
         self._stop = threading.Event()
+        self._again = threading.Event()  # read the folder at the next tick
         self._ticker: threading.Thread | None = None
 
     # -- life cycle ------------------------------------------------------------------------
@@ -96,14 +96,18 @@ class ChannelFolder:
         self._established = {name: (reading.shared[name], reading.shared_from[name]) for name in reading.shared}
         return reading
 
-    def start(self, reading: FolderReading | None = None, watch: bool = True) -> None:
+    def start(
+        self, reading: FolderReading | None = None, watch: bool = True, interrupted: threading.Event | None = None
+    ) -> None:
         """Start every valid file's channel (in parallel; returns once each has started or
-        failed), then watch the folder when ``watch``."""
+        failed, or at once when ``interrupted`` is set), then watch the folder when ``watch``."""
         reading = reading or self.first_reading()
         self._process_digest = reading.process_digest
         self._hold_metrics(reading)
         self._apply(reading)
-        self.wait_settled()
+        while not self.wait_settled(0.2):
+            if interrupted is not None and interrupted.is_set():
+                return  # shutdown() stops what is still starting, once it has started
         if watch:
             self._watch = FolderWatch(self.folder, self.reconcile)
             self._watch.start()
@@ -120,29 +124,18 @@ class ChannelFolder:
             self._ticker.join(timeout=5)
         with self._lock:
             subs = list(self._subscriptions.values())
-            channels = [s.channel for s in subs]
-        clean = True
-        stoppers = []
-        for sub, channel in zip(subs, channels, strict=True):
-            if channel is None:
-                sub.want(None, "the process stops")
-                continue
-
-            def stop(sub: Subscription = sub, channel: InboundChannel = channel) -> None:
-                nonlocal clean
-                sub.want(None, "the process stops")
-                sub.wait_settled()
-                clean = clean and channel.shutdown_clean is not False
-
-            t = threading.Thread(target=stop, name="jetkafka-subscription-stop", daemon=True)
-            t.start()
-            stoppers.append(t)
-        for t in stoppers:
-            t.join(timeout)
+        # Every one, a start in progress included: it stops once it has started.
+        for sub in subs:
+            sub.want(None, "the process stops")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        settled = True
+        for sub in subs:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            settled = sub.wait_settled(left) and settled
         if self._metrics_hold is not None:
             self._metrics_hold.release()
             self._metrics_hold = None
-        return clean and all(not t.is_alive() for t in stoppers)
+        return settled and all(sub.stopped_clean is not False for sub in subs)
 
     def wait_settled(self, timeout: float | None = None) -> bool:
         """Wait until every subscription has done what its file asked."""
@@ -159,12 +152,20 @@ class ChannelFolder:
 
     def reconcile(self) -> None:
         """Read the folder and move every subscription towards its file (see the module docstring)."""
-        if self._stop.is_set():
-            return
         with self._lock:
-            groups = {s.channel.config.channel.group: path for path, s in self._subscriptions.items() if s.channel}
+            if self._stop.is_set():
+                return
+            groups = {}
+            for path, sub in self._subscriptions.items():
+                channel = sub.channel
+                if channel is not None:
+                    groups[channel.config.channel.group] = path
+            process_path = str(Path(self.folder) / PROCESS_FILE)
+            # What process.yaml gave is read from it again (a section it no longer holds is
+            # then taken from the files, as at a start without it).
+            kept = {n: v for n, v in self._established.items() if v[1] != process_path}
             try:
-                reading = read_folder(self.folder, self._established, groups)
+                reading = read_folder(self.folder, kept, groups)
             except ConfigError as exc:
                 log.error("%s", exc)
                 return
@@ -174,22 +175,26 @@ class ChannelFolder:
                     for error in reading.process_errors:
                         log.error("%s; no change of the folder is applied until it is fixed", error)
                 return
-            if reading.process_digest != self._process_digest:
+            if reading.process_digest != self._process_digest or set(reading.shared) != set(self._established):
                 self._process_digest = reading.process_digest
                 self._process_changed(reading)
             self._apply(reading)
 
     def _process_changed(self, reading: FolderReading) -> None:
         changed = [n for n in PROCESS_SECTIONS if self._established.get(n, (None,))[0] != reading.shared.get(n)]
-        if changed:
+        if changed and self._established:
             log.info("%s changed (%s): applying it to every channel", PROCESS_FILE, ", ".join(changed))
-        self._established = {name: (reading.shared[name], reading.shared_from[name]) for name in reading.shared}
         if "metrics" in changed:
             old = self._metrics_hold
-            self._metrics_hold = None
-            self._hold_metrics(reading)
+            try:
+                self._hold_metrics(reading)
+            except ConfigError as exc:
+                log.error("%s; the channels stay on the metrics endpoint they have", exc)
+                self._metrics_hold = old
+                return
             if old is not None:
                 old.release()  # the endpoint closes once the last channel moved off it
+        self._established = {name: (reading.shared[name], reading.shared_from[name]) for name in reading.shared}
 
     def _apply(self, reading: FolderReading) -> None:
         seen = set()
@@ -200,15 +205,25 @@ class ChannelFolder:
                 assert file.config is not None
                 self._reported.pop(file.path, None)
                 if sub is None:
-                    sub = self._subscriptions[file.path] = Subscription(file.path, self._build, self._starts)
+                    sub = self._subscriptions[file.path] = self._subscription(file.path)
                 sub.want(self._resolved(file.config))
             else:
                 self._refuse(file, sub)
         for path, sub in list(self._subscriptions.items()):
-            if path not in seen:
-                sub.want(None)
-            if sub.settled_stopped and path not in seen:
+            if path in seen:
+                continue
+            self._reported.pop(path, None)
+            if sub.settled_stopped:
                 del self._subscriptions[path]
+            else:
+                sub.want(None)
+
+    def _subscription(self, path: str) -> Subscription:
+        return Subscription(path, self._build, self._starts, stopped=self._read_again_soon)
+
+    def _read_again_soon(self) -> None:
+        # A channel stopped: a file waiting for its group (a rename) may start now.
+        self._again.set()
 
     def _refuse(self, file: FileReading, sub: Subscription | None) -> None:
         if self._reported.get(file.path) != file.digest:
@@ -218,7 +233,7 @@ class ChannelFolder:
             for error in file.errors:
                 log.error("%s%s", error, tail)
         if sub is None:
-            sub = self._subscriptions[file.path] = Subscription(file.path, self._build, self._starts)
+            sub = self._subscriptions[file.path] = self._subscription(file.path)
         first = str(_first(file.errors)).splitlines()[0] if file.errors else "invalid"
         sub.refuse(first.removeprefix(f"{file.path}: "))
 
@@ -229,14 +244,15 @@ class ChannelFolder:
         return config
 
     def _hold_metrics(self, reading: FolderReading) -> None:
+        """Hold the endpoint of the shared ``metrics`` (raises ConfigError when its port is taken)."""
         metrics = reading.shared.get("metrics")
-        self._metrics, self._bound_port = metrics, None
         if metrics is None or metrics.port is None:
+            self._metrics_hold, self._bound_port = None, None
             return
         from jetkafka.ops._metrics_endpoint import hold_endpoint
 
-        self._metrics_hold = hold_endpoint(metrics, reading.shared_from["metrics"], self.statuses_as_dicts)
-        self._bound_port = self._metrics_hold.port
+        hold = hold_endpoint(metrics, reading.shared_from["metrics"], self.statuses_as_dicts)
+        self._metrics_hold, self._bound_port = hold, hold.port
 
     def _tick(self) -> None:
         last_scan = time.monotonic()
@@ -247,7 +263,8 @@ class ChannelFolder:
             for sub in subs:
                 if sub.state == FAILED and sub.retry_at is not None and now >= sub.retry_at:
                     sub.retry()
-            if now - last_scan >= RESCAN_S:
+            if now - last_scan >= RESCAN_S or self._again.is_set():
+                self._again.clear()
                 last_scan = now
                 try:
                     self.reconcile()
@@ -260,7 +277,12 @@ class ChannelFolder:
         """The channels running now, by file name."""
         with self._lock:
             subs = sorted(self._subscriptions.values(), key=lambda s: s.path)
-        return [s.channel for s in subs if s.channel is not None and s.state == RUNNING]
+        running = []
+        for sub in subs:
+            channel = sub.channel  # read once: its thread may let it go meanwhile
+            if channel is not None and sub.state == RUNNING:
+                running.append(channel)
+        return running
 
     def statuses(self) -> list[SubscriptionStatus]:
         with self._lock:

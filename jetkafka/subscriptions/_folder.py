@@ -137,10 +137,12 @@ def read_folder(
     for reading in readings:
         if reading.config is None:
             continue
+        taken = set()
         for name in PROCESS_SECTIONS:
             if name not in shared:
                 shared[name], shared_from[name] = getattr(reading.config, name), reading.path
-        _check_agreement(reading, shared, shared_from)
+                taken.add(name)
+        _check_agreement(reading, shared, shared_from, taken)
     _check_groups(readings, groups_taken or {})
     return FolderReading(os.fspath(folder), process, process_errors, process_digest, shared, shared_from, readings)
 
@@ -152,7 +154,12 @@ def read_channel_file(path: str | os.PathLike[str]) -> tuple[JetkafkaConfig | No
     and every error."""
     file = Path(path)
     process_path = file.parent / PROCESS_FILE
-    sections = _raw_process_sections(process_path) if process_path.is_file() and file.name != PROCESS_FILE else {}
+    sections: dict[str, Any] = {}
+    if process_path.is_file() and file.name != PROCESS_FILE:
+        _, process_errors = read_process_file(process_path)
+        if process_errors:
+            return None, process_errors  # its own errors, not the file's missing sections
+        sections = _raw_process_sections(process_path)
     reading = _read_file(file, sections)
     return reading.config, reading.errors
 
@@ -199,12 +206,18 @@ def _read_file(path: Path, process_sections: Mapping[str, Any]) -> FileReading:
     return reading
 
 
-def _check_agreement(reading: FileReading, shared: Mapping[str, Any], shared_from: Mapping[str, str]) -> None:
+def _check_agreement(
+    reading: FileReading, shared: Mapping[str, Any], shared_from: Mapping[str, str], taken: set[str]
+) -> None:
+    """Refuse ``reading`` when a process section differs from the process's. Only a section
+    taken from this very file in this reading is its own; once the process runs on it, the file
+    that gave it must agree like any other (its edits there are refused: the process's
+    settings change through ``process.yaml``)."""
     config = reading.config
     assert config is not None
     for name in PROCESS_SECTIONS:
         mine, theirs = getattr(config, name), shared[name]
-        if _comparable(mine) == _comparable(theirs) or shared_from[name] == reading.path:
+        if name in taken or _comparable(mine) == _comparable(theirs):
             continue
         origin = shared_from[name]
         if Path(origin).name == PROCESS_FILE:

@@ -59,10 +59,15 @@ class Subscription:
     """
 
     def __init__(
-        self, path: str, build: Callable[[JetkafkaConfig], InboundChannel], starts: threading.Semaphore
+        self,
+        path: str,
+        build: Callable[[JetkafkaConfig], InboundChannel],
+        starts: threading.Semaphore,
+        stopped: Callable[[], None] | None = None,
     ) -> None:
         self.path = path
         self._build = build
+        self._stopped = stopped  # told when its channel has stopped
         self._starts = starts  # bounds the starts in progress across the process's subscriptions
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -76,6 +81,9 @@ class Subscription:
         self._group: str | None = None
         self.retry_at: float | None = None
         self._stop_why = "file removed"
+        # What the channel's last stop returned: True when it let go of every partition in
+        # time; None when it had no channel to stop.
+        self.stopped_clean: bool | None = None
 
     @property
     def name(self) -> str:
@@ -84,8 +92,14 @@ class Subscription:
     # -- what the file wants ---------------------------------------------------------------
 
     def want(self, config: JetkafkaConfig | None, why: str = "file removed") -> None:
-        """Move to ``config`` (None: stop, ``why`` saying what for); returns at once."""
+        """Move to ``config`` (None: stop, ``why`` saying what for); returns at once.
+
+        The same configuration again (the folder read again, a file saved unchanged) changes
+        nothing: a rejected hot deploy is not tried again, a failed start waits for its retry.
+        """
         with self._lock:
+            if config == self._wanted and (config is not None or self._applied is None):
+                return
             self._wanted = config
             self._stop_why = why
             if config is not None:
@@ -152,9 +166,12 @@ class Subscription:
                 log.info("%s: %s, stopping the channel of group %s", self.path, why, channel.config.channel.group)
                 clean = channel.shutdown()
                 self.channel = None
+                self.stopped_clean = clean
                 log.info("%s: channel stopped%s", self.path, "" if clean else " (shutdown_timeout_s passed first)")
             self._set(STOPPED, why)
             self._done(None)
+            if self._stopped is not None and channel is not None:
+                self._stopped()
             return
         if channel is None:
             self._start(wanted)

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from jetkafka import BatchResponse, EventBatch, InboundChannel, JetkafkaConfig, PartitionSource, parse_config
-from jetkafka.channel._hot_deploy import plan_change
+from jetkafka.channel._hot_deploy import Change, plan_change
 from tests.support.channels import RecordingProcessor, channel_config, committed_offsets, values, wait_until
 
 
@@ -457,3 +457,17 @@ def test_a_shutdown_gives_up_a_partition_whose_batch_outlasts_it_and_a_new_start
     ids = proc.ids()
     assert sorted(set(ids)) == list(range(100))
     assert sorted(ids[10:20]) == list(range(10)), "the given-up batch is read again by the next owner"
+
+
+def test_turning_debug_on_alone_is_in_place_and_any_other_metrics_key_restarts() -> None:
+    base = {
+        "zookeeper": {"connect": "127.0.0.1:1"},
+        "kafka": {"bootstrap.servers": "127.0.0.1:1"},
+        "channel": {"group": "g", "topics": ["t"]},
+        "metrics": {"port": 9464},
+    }
+    old = parse_config(base)
+    debug = parse_config({**base, "metrics": {"port": 9464, "debug": True}})
+    both = parse_config({**base, "metrics": {"port": 9465, "debug": True}})
+    assert plan_change(old, debug) == Change("in-place", ("metrics.debug",))
+    assert plan_change(old, both) == Change("resubscribe", ("metrics",))
