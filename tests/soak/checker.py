@@ -43,8 +43,8 @@ its :class:`~tests.soak.guarantee.Guarantee`. It reports, each as a count with e
 **ownerless**
     a partition whose owner node was gone (released, or its session closed or expired) and not
     created again for more than ``OWNERLESS_S`` while ZooKeeper served and no member was frozen
-    (a frozen member keeps its share of the plan until it thaws or its session expires): a freed
-    partition must be taken at once.
+    (a frozen member keeps its share of the plan until it thaws or its session expires, and a
+    killed one until its session expires): a freed partition must be taken at once.
 **while paused**
     a batch (live or recovery) a process started after it applied a pause (its own log says
     when) and before the pause marker was removed (ZooKeeper's log says when); the batch in
@@ -83,6 +83,7 @@ from tests.soak.timeline import TOLERANCE_S, Timeline
 OWNERLESS_S = 5.0
 ZOOKEEPER_OUTAGES = frozenset({"zk_disconnect", "zk_expire", "zk_restart"})
 FROZEN_MEMBERS = frozenset({"zombie"})  # a member's process stopped (SIGSTOP) for a while
+KILLED_MEMBERS = frozenset({"kill"})  # a member's process killed (SIGKILL): its session outlives it
 # An allowance with a bound: the re-deliveries it covers are counted per group (a session and a
 # partition, or one hold) and judged together.
 Budget = tuple[str, int, int, str]
@@ -428,7 +429,7 @@ def check(
                         f"{d.at:.3f}: paused at {start:.3f} until {end:.3f}"
                     )
                     break
-    ownerless = _ownerless(t, zk)
+    ownerless = _ownerless(t, zk, session_timeout_s)
     expired = []
     for s in zk.expiries():
         kind = t.expiry_kind(s, session_timeout_s)
@@ -469,7 +470,7 @@ def check(
     )
 
 
-def _ownerless(t: Timeline, zk: ZooKeeperHistory) -> Finding:
+def _ownerless(t: Timeline, zk: ZooKeeperHistory, session_timeout_s: float) -> Finding:
     """Partitions left without an owner for more than ``OWNERLESS_S`` while ZooKeeper served.
 
     The time between one owner node's end (release, close or expiry) and the next one's
@@ -480,6 +481,10 @@ def _ownerless(t: Timeline, zk: ZooKeeperHistory) -> Finding:
     # them when it thaws, or the others do once its session expired: the group's plan gives it
     # its share until then, so the wait is the freeze's, not a partition left behind.
     outages += [(f.start, f.end + 2.0) for f in t.faults if f.kind in FROZEN_MEMBERS]
+    # Likewise a member killed while a partition was on its way to it (a release that waited for
+    # a batch in hand ended just after the kill): its registration, and with it its share of the
+    # plan, lives until its session expires.
+    outages += [(f.start, f.start + session_timeout_s + 2.0) for f in t.faults if f.kind in KILLED_MEMBERS]
     found = Finding()
     by_partition: dict[tuple[str, int], list] = defaultdict(list)
     for h in zk.holds:
