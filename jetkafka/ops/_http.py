@@ -146,4 +146,4 @@ class StatusServer(ThreadingHTTPServer):
             self._thread.join(timeout=5)
 
 
-__all__ = ["Answer", "QueryRoute", "Route", "StatusServer", "json_answer", "page_route", "status_page"]
+__all__ = ["JSON_TYPE", "Answer", "QueryRoute", "Route", "StatusServer", "json_answer", "page_route", "status_page"]

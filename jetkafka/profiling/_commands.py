@@ -145,7 +145,7 @@ def _fetch(base: str, path: str, timeout: float) -> bytes:
         if error.code == 404 and "metrics.debug" in message:
             raise JetkafkaError(
                 f"{base} has its /debug/ paths off: set metrics.debug: true in the process's configuration "
-                "(a hot deploy applies it, by a resubscribe), then try again"
+                "(a hot deploy applies it in place), then try again"
             ) from None
         if error.code == 404:
             raise JetkafkaError(

@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
-from jetkafka.ops._http import Answer, QueryRoute, json_answer
+from jetkafka.ops._http import JSON_TYPE, Answer, QueryRoute, json_answer
 from jetkafka.profiling._formats import collapsed, describe, speedscope_bytes
 from jetkafka.profiling._memory import DEFAULT_LIMIT, memory_report
 from jetkafka.profiling._memory import check_request as check_memory_request
@@ -39,11 +39,10 @@ __all__ = ["DEBUG_OFF", "FORMATS", "DebugRoutes"]
 log = logging.getLogger("jetkafka.profiling")
 
 TEXT_TYPE = "text/plain; charset=utf-8"
-JSON_TYPE = "application/json; charset=utf-8"
 FORMATS = ("speedscope", "collapsed")
 DEBUG_OFF = (
     "the /debug/ paths are off: set metrics.debug: true in the configuration of a channel served "
-    "on this endpoint (a hot deploy applies it, by a resubscribe)"
+    "on this endpoint, or in a folder's process.yaml (a hot deploy applies it in place)"
 )
 
 
