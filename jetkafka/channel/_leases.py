@@ -85,7 +85,7 @@ class PartitionLeases:
         leases = [lease for lease in leases if membership.lease(lease.key) is lease]
         fresh = [lease for lease in leases if lease.committed is None]
         try:
-            starts = commit_start_offsets(fresh, fetcher, membership.offsets, cfg.auto_offset_reset, channel._committed)
+            starts = commit_start_offsets(fresh, fetcher, membership.offsets, channel.config, channel._committed)
         except Exception as exc:  # noqa: BLE001 - any failure of the look-up: nothing was committed, the leases are given up
             if fresh:
                 log.error(

@@ -1,7 +1,8 @@
 """Where a partition that nobody ever committed starts, committed at once.
 
 A partition taken with no committed offset starts at the low or high watermark
-(``channel.auto_offset_reset``), and that offset is committed before anything is fetched, so
+(``channel.auto_offset_reset``), or at a Kafka consumer group's offset (``kafka-group``, see
+:mod:`jetkafka.kafka_groups._start`), and that offset is committed before anything is fetched, so
 an owner that takes the partition later starts at the same place, never at a newer "latest".
 
 The partitions a rebalance took are handled together: one ListOffsets request per topic and
@@ -16,11 +17,13 @@ import logging
 from collections.abc import Callable
 
 from jetkafka.channel._fetcher import Fetcher
+from jetkafka.config import JetkafkaConfig
 from jetkafka.coordination._errors import CommitUncertain
 from jetkafka.coordination._offsets import OffsetStore
 from jetkafka.coordination._ownership import Lease
 from jetkafka.errors import CommitFenced
 from jetkafka.events import Key
+from jetkafka.kafka_groups._start import KAFKA_GROUP, kafka_group_starts
 
 log = logging.getLogger("jetkafka.channel")
 
@@ -32,18 +35,36 @@ def commit_start_offsets(
     leases: list[Lease],
     fetcher: Fetcher,
     store: OffsetStore,
-    auto_offset_reset: str,
+    config: JetkafkaConfig,
     on_committed: Callable[[Key, int], None],
 ) -> dict[Key, int]:
-    """Commit the starting offset of each lease; returns those committed (the others failed, logged)."""
-    earliest = auto_offset_reset == "earliest"
+    """Commit the starting offset of each lease; returns those committed (the others failed, logged).
+
+    Raises what the look-up raises (nothing committed then): the broker's watermarks, or with
+    ``auto_offset_reset: kafka-group`` the Kafka group's offsets, could not be read.
+    """
+    reset = config.channel.auto_offset_reset
     targets: dict[Key, int] = {}
+    sources: dict[Key, str] = {}
     by_topic: dict[str, list[int]] = {}
     for lease in leases:
         by_topic.setdefault(lease.topic, []).append(lease.partition)
     for topic, partitions in by_topic.items():
-        for p, offset in fetcher.log_ends(topic, partitions, earliest).items():
+        if reset == KAFKA_GROUP:
+            starts = kafka_group_starts(
+                config.kafka,
+                config.start_kafka_group,
+                topic,
+                partitions,
+                lambda earliest, t=topic, ps=partitions: fetcher.log_ends(t, ps, earliest),  # type: ignore[misc]
+            )
+            for p, start in starts.items():
+                targets[(topic, p)] = start.offset
+                sources[(topic, p)] = start.source
+            continue
+        for p, offset in fetcher.log_ends(topic, partitions, reset == "earliest").items():
             targets[(topic, p)] = offset
+            sources[(topic, p)] = f"{reset} offset"
     committed: dict[Key, int] = {}
     for i in range(0, len(leases), CHUNK):
         chunk = {lease.key: (lease, targets[lease.key]) for lease in leases[i : i + CHUNK]}
@@ -59,5 +80,5 @@ def commit_start_offsets(
                     log.error("%s[%d]: initial commit failed (%s); giving it up", key[0], key[1], exc)
     for key, offset in sorted(committed.items()):
         on_committed(key, offset)
-        log.info("%s[%d]: no committed offset; starting at %s offset %d", key[0], key[1], auto_offset_reset, offset)
+        log.info("%s[%d]: no committed offset; starting at %s %d", key[0], key[1], sources[key], offset)
     return committed

@@ -182,7 +182,18 @@ class ChannelConfig:
     auto_offset_reset: str = field(
         default="earliest",
         metadata=spec(
-            "where to start a partition without a committed offset", choices=("earliest", "latest")
+            "where to start a partition without a committed offset: its first or next record, or the "
+            "offset a Kafka consumer group committed (kafka-group: start_kafka_group's, else earliest)",
+            choices=("earliest", "latest", "kafka-group"),
+        ),
+    )
+    start_kafka_group: str | None = field(
+        default=None,
+        metadata=spec(
+            "with auto_offset_reset: kafka-group, the Kafka consumer group whose committed offsets "
+            "partitions start from (default: the mirror group, kafka.group.id or jetkafka.<group>)",
+            example="orders-consumer",
+            nonempty=True,
         ),
     )
     batch_max_events: int = field(default=500, metadata=spec("most events per batch", min=1, max=1_000_000))
@@ -270,6 +281,12 @@ class ChannelConfig:
                 f"{self.buffer_max_events} is smaller than batch_max_events ({self.batch_max_events}),"
                 " so a full batch could never be buffered",
                 f"raise buffer_max_events to at least {self.batch_max_events}, or lower batch_max_events",
+            )
+        if self.start_kafka_group is not None and self.auto_offset_reset != "kafka-group":
+            raise Invalid(
+                "start_kafka_group",
+                f"is only used with auto_offset_reset: kafka-group, but auto_offset_reset is {self.auto_offset_reset}",
+                "set auto_offset_reset: kafka-group to start from that group's offsets, or remove start_kafka_group",
             )
         if self.error_backoff_max_ms < self.error_backoff_ms:
             raise Invalid(
@@ -585,6 +602,11 @@ class JetkafkaConfig:
     def kafka_group_id(self) -> str:
         """The Kafka group id used to mirror offsets (``commit_to_kafka``)."""
         return str(self.kafka.get("group.id") or f"jetkafka.{self.channel.group}")
+
+    @property
+    def start_kafka_group(self) -> str:
+        """The Kafka group ``auto_offset_reset: kafka-group`` starts partitions from."""
+        return self.channel.start_kafka_group or self.kafka_group_id
 
     @classmethod
     def from_yaml(cls, path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> JetkafkaConfig:

@@ -120,6 +120,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     where.add_argument(
         "--undo", metavar="ID", help="move the partitions a reset moved back to their offsets before it (see history)"
     )
+    where.add_argument(
+        "--to-kafka-group",
+        metavar="G",
+        help="to the offsets Kafka consumer group G committed (partitions G never committed: "
+        "channel.auto_offset_reset, earliest or latest)",
+    )
     reset.add_argument("--dry-run", action="store_true", help="print the plan (old, new, who applies it); change nothing")
     reset.add_argument("--partitions", type=partition_numbers, metavar="P,P", help="only these partitions (default: all)")
     reset.add_argument("--id", dest="command_id", metavar="ID", help="command id; repeat it to continue an interrupted reset")
@@ -223,9 +229,12 @@ def topic_not_read(config: Any, topic: str) -> str:
     )
 
 
-def _reset_target(args: argparse.Namespace) -> Any:
+def _reset_target(args: argparse.Namespace, config: Any) -> Any:
+    from jetkafka.kafka_groups._start import start_fallback
     from jetkafka.ops._targets import Target
 
+    if args.to_kafka_group is not None:
+        return Target.kafka_group(args.to_kafka_group, start_fallback(config))
     if args.shift_by is not None:
         return Target("shift", args.shift_by)
     if args.by_duration is not None:
@@ -254,7 +263,7 @@ def cmd_offsets_reset(args: argparse.Namespace) -> int:
         config, command_id, topic=args.topic, all_topics=args.all_topics, undo=args.undo, partitions=args.partitions
     )
     if args.dry_run:
-        plans = [plan_reset(config, p.topic, _reset_target(args), args.partitions, undo=p.undo) for p in request.parts]
+        plans = [plan_reset(config, p.topic, _reset_target(args, config), args.partitions, undo=p.undo) for p in request.parts]
         _print_plans(plans, request.several, args.json)
         return 0
     # Printed first: whoever interrupts the command needs the id to continue it.
@@ -274,7 +283,7 @@ def cmd_offsets_reset(args: argparse.Namespace) -> int:
                 result = reset_offsets(
                     config,
                     part.topic,
-                    _reset_target(args),
+                    _reset_target(args, config),
                     args.partitions,
                     args.timeout,
                     part.command_id,

@@ -59,6 +59,7 @@ __all__ = [
     "import_offsets",
     "list_groups",
     "read_group_offsets",
+    "stopped_group_offsets",
 ]
 
 GROUPS_ROOT = "/consumers"
@@ -190,6 +191,23 @@ def export_offsets(zookeeper: ZooKeeperConfig, group: str, topics: Sequence[str]
         return read_group_offsets(client, group, topics)
 
 
+def stopped_group_offsets(
+    zookeeper: ZooKeeperConfig, group: str, action: str, topics: Sequence[str] | None = None
+) -> dict[str, dict[int, int]]:
+    """The committed offsets of ``group`` once it has stopped: no member registered and no
+    partition still being released (its final commits landed). Raises :class:`GroupHasMembers`
+    or, while partitions are still released, :class:`JetkafkaError`; ``action`` names what
+    waits for it (``"offsets export --to-kafka-group reads"``)."""
+    with zookeeper_session(zookeeper) as client:
+        members = _members(client, group)
+        if members:
+            raise GroupHasMembers(group, action, members)
+        releasing = _owned_partitions(client, GroupPaths(group))
+        if releasing:
+            raise _still_releasing(group, releasing, action)
+        return read_group_offsets(client, group, topics)
+
+
 def _members(client: KazooClient, group: str) -> list[ConsumerInfo]:
     return list(ConsumerRegistry(client, GroupPaths(group)).live().values())
 
@@ -209,6 +227,13 @@ def _owned_partitions(client: KazooClient, paths: GroupPaths) -> list[str]:
     return owned
 
 
+def _still_releasing(group: str, releasing: Sequence[str], action: str) -> JetkafkaError:
+    return JetkafkaError(
+        f"group {group} has no registered member, but partitions are still owned ({', '.join(releasing)}): "
+        f"an instance is still releasing them; {action} only once they are released (nothing was changed)"
+    )
+
+
 def _write_without_members(client: KazooClient, group: str, action: str, build: Callable[[Any], None]) -> None:
     """Run the transaction ``build(tx)`` fills, between deleting and recreating ``ids`` (see the module doc)."""
     paths = GroupPaths(group)
@@ -221,10 +246,7 @@ def _write_without_members(client: KazooClient, group: str, action: str, build: 
     # this writes. Owner nodes exist only while some instance still holds a partition.
     releasing = _owned_partitions(client, paths)
     if releasing:
-        raise JetkafkaError(
-            f"group {group} has no registered member, but partitions are still owned ({', '.join(releasing)}): "
-            f"an instance is still releasing them; {action} only once they are released (nothing was changed)"
-        )
+        raise _still_releasing(group, releasing, action)
     acl, _ = client.get_acls(paths.ids)
     tx = client.transaction()
     tx.delete(paths.ids, version=stat.version)

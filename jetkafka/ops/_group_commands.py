@@ -78,6 +78,13 @@ def register_offsets(commands: argparse._SubParsersAction[argparse.ArgumentParse
     _group_option(export)
     add_topic_option(export, "only this topic's offsets")
     export.add_argument("--output", "-o", metavar="FILE", help="write to FILE (default: stdout)")
+    export.add_argument(
+        "--to-kafka-group",
+        metavar="G",
+        help="write the offsets into Kafka consumer group G instead of a file, for a consumer-group "
+        "application to continue where the group stopped (the group must be stopped and G have no members)",
+    )
+    export.add_argument("--dry-run", action="store_true", help="with --to-kafka-group: print the plan; change nothing")
     export.set_defaults(func=cmd_offsets_export)
 
     imported = commands.add_parser(
@@ -89,7 +96,13 @@ def register_offsets(commands: argparse._SubParsersAction[argparse.ArgumentParse
             "is registered; the check and the writes are one ZooKeeper transaction."
         ),
     )
-    imported.add_argument("file", metavar="FILE", help="the JSON offsets file")
+    imported.add_argument("file", metavar="FILE", nargs="?", help="the JSON offsets file")
+    imported.add_argument(
+        "--from-kafka-group",
+        metavar="G",
+        help="instead of a file: the offsets Kafka consumer group G committed (partitions G never "
+        "committed: channel.auto_offset_reset, earliest or latest)",
+    )
     add_config_options(imported)
     _group_option(imported)
     imported.add_argument("--dry-run", action="store_true", help="print old and new offset per partition; change nothing")
@@ -158,8 +171,16 @@ def cmd_offsets_export(args: argparse.Namespace) -> int:
     from jetkafka.ops._group_admin import export_offsets
     from jetkafka.ops._offsets_file import dump_offsets_file
 
+    if args.to_kafka_group is None and args.dry_run:
+        raise JetkafkaError("--dry-run goes with --to-kafka-group G; an export to a file changes nothing anyway")
+    if args.to_kafka_group is not None and args.output:
+        raise JetkafkaError("give --to-kafka-group G or --output FILE, not both")
     config = load_command_config(args)
     group = _group(args, config.channel.group)
+    if args.to_kafka_group is not None:
+        from jetkafka.kafka_groups._commands import export_to_kafka_group_command
+
+        return export_to_kafka_group_command(config, group, args.to_kafka_group, args.topic, args.dry_run)
     offsets = export_offsets(config.zookeeper, group, args.topic)
     text = dump_offsets_file(group, offsets)
     if args.output:
@@ -176,8 +197,16 @@ def cmd_offsets_import(args: argparse.Namespace) -> int:
     from jetkafka.ops._group_admin import import_offsets
     from jetkafka.ops._offsets_file import read_offsets_file
 
+    if (args.file is None) == (args.from_kafka_group is None):
+        raise JetkafkaError(
+            "give the offsets to import: a FILE made by `jetkafka offsets export`, or --from-kafka-group G (not both)"
+        )
     config = load_command_config(args)
     group = _group(args, config.channel.group)
+    if args.from_kafka_group is not None:
+        from jetkafka.kafka_groups._commands import import_from_kafka_group_command
+
+        return import_from_kafka_group_command(config, group, args.from_kafka_group, args.dry_run, args.json)
     offsets = read_offsets_file(args.file)
     changes = import_offsets(config.zookeeper, group, offsets, dry_run=args.dry_run)
     source = f"{args.file} (exported from group {offsets.group})"

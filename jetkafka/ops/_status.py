@@ -36,6 +36,7 @@ from jetkafka.coordination._paths import GroupPaths
 from jetkafka.coordination._registry import ConsumerInfo, ConsumerRegistry
 from jetkafka.coordination._session import zookeeper_session
 from jetkafka.errors import ConnectError, TopicNotFound
+from jetkafka.kafka_groups._group_offsets import KafkaGroupOffsets
 from jetkafka.ops._failure_reports import FailureReport, owned_failure, read_failures, render_failures
 from jetkafka.ops._micro_batch_reports import MicroBatchReport, read_reports, render_reports
 from jetkafka.ops._tables import format_table
@@ -56,6 +57,8 @@ class BrokerView:
         self._bootstrap = str(conf.get("bootstrap.servers", "?"))
         self._timeout = timeout
         self._consumer = Consumer(conf, logger=librdkafka_logger())
+        self._kafka = kafka
+        self._groups: KafkaGroupOffsets | None = None
 
     def close(self) -> None:
         self._consumer.close()
@@ -93,6 +96,14 @@ class BrokerView:
         except KafkaException as exc:
             raise self._unreachable(exc, f"read the watermarks of {topic}[{partition}]") from None
         return int(low), int(high)
+
+    def kafka_group_offsets(self, group: str, topic: str, partitions: Sequence[int]) -> dict[int, int]:
+        """The offsets Kafka consumer group ``group`` committed for these partitions of ``topic``
+        (a partition it never committed is left out)."""
+        if self._groups is None:
+            self._groups = KafkaGroupOffsets(self._kafka, self._timeout)
+        found = self._groups.committed(group, {topic: partitions})
+        return {p: offset for (_, p), offset in found.items()}
 
     def offsets_for_time(self, topic: str, partitions: Sequence[int], ms: int) -> dict[int, int | None]:
         """Per partition, the first offset whose timestamp is at or after ``ms``; None: no such record."""

@@ -68,14 +68,26 @@ def format_duration(ms: int) -> str:
 
 @dataclass(frozen=True)
 class Target:
-    kind: str  # earliest, latest, offset, time, shift, duration, undo
-    value: int = 0  # the offset, the time or duration in ms, or the shift
-    ref: str = ""  # undo: the id of the reset to undo
+    kind: str  # earliest, latest, offset, time, shift, duration, undo, kafka-group
+    value: int = 0  # the offset, the time or duration in ms, or the shift; kafka-group: 1 if latest is its fallback
+    ref: str = ""  # undo: the id of the reset to undo; kafka-group: the Kafka group
+
+    @classmethod
+    def kafka_group(cls, group: str, fallback: str = "earliest") -> Target:
+        """The offsets Kafka consumer group ``group`` committed; ``fallback`` (earliest or
+        latest) for the partitions it never committed."""
+        return cls("kafka-group", 1 if fallback == "latest" else 0, group)
+
+    @property
+    def fallback(self) -> str:
+        return "latest" if self.value else "earliest"
 
     @property
     def spec(self) -> str:
         if self.kind in ("earliest", "latest"):
             return self.kind
+        if self.kind == "kafka-group":
+            return f"kafka-group:{self.fallback}:{self.ref}"
         return f"undo:{self.ref}" if self.kind == "undo" else f"{self.kind}:{self.value}"
 
     @classmethod
@@ -83,6 +95,9 @@ class Target:
         kind, _, value = spec.partition(":")
         if kind == "undo":
             return cls(kind, ref=value)
+        if kind == "kafka-group":
+            fallback, _, group = value.partition(":")  # a group id may hold ':' itself
+            return cls.kafka_group(group, fallback)
         return cls(kind, int(value or 0))
 
     @property
@@ -99,6 +114,8 @@ class Target:
             return f"{format_duration(self.value)} back"
         if self.kind == "undo":
             return f"undo of {self.ref}"
+        if self.kind == "kafka-group":
+            return f"Kafka group {self.ref}'s offsets ({self.fallback} where it has none)"
         return self.kind if self.kind in ("earliest", "latest") else f"offset {self.value}"
 
 
@@ -172,6 +189,8 @@ def plan_targets(
                 "partition's range, limit --partitions, or use earliest/latest"
             )
         return TargetPlan({p: target.value for p in partitions})
+    if target.kind == "kafka-group":
+        return _from_kafka_group(broker, topic, target, marks)
     if target.kind in ("shift", "undo"):
         if target.kind == "shift":
             known = committed or {}
@@ -200,6 +219,16 @@ def plan_targets(
         # Records deleted by retention are gone: the first one still held is the earliest match.
         out[p] = high if offset is None else min(max(offset, low), high)
     return TargetPlan(out)
+
+
+def _from_kafka_group(broker: BrokerView, topic: str, target: Target, marks: Mapping[int, tuple[int, int]]) -> TargetPlan:
+    found = broker.kafka_group_offsets(target.ref, topic, list(marks))
+    wanted = {p: found.get(p, marks[p][1] if target.fallback == "latest" else marks[p][0]) for p in marks}
+    plan = _clamped(wanted, marks)
+    for p in marks:
+        if p not in found:
+            plan.notes[p] = f"Kafka group {target.ref} has no offset: {target.fallback}"
+    return plan
 
 
 def _clamped(wanted: Mapping[int, int], marks: Mapping[int, tuple[int, int]]) -> TargetPlan:
