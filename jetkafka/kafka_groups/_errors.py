@@ -18,8 +18,10 @@ class KafkaGroupActive(KafkaGroupError):
         self.group = group
         self.state = state
         self.members = members
+        # Some brokers list no members of a group they report as STABLE: the state decides.
+        who = f" with {members} member(s)" if members else ""
         super().__init__(
-            f"Kafka group {group} is {state} with {members} member(s); stop every consumer of the group "
+            f"Kafka group {group} is {state}{who}; stop every consumer of the group "
             "(it then shows as Empty in kafka-consumer-groups --describe) and repeat the command"
         )
 

