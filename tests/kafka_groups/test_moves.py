@@ -131,3 +131,20 @@ def test_export_is_refused_while_the_kafka_group_has_members(
         assert kafka_group_offsets(tansu, target, topic) == {}
     finally:
         app.close()
+
+
+def test_online_reset_to_a_kafka_group_moves_a_running_group(zk_connect: str, zk: Any, kafka_config: dict[str, Any], tmp_path: Path) -> None:
+    topic = new_topic(kafka_config)
+    produce_ids(kafka_config, topic, range(30))  # 10 per partition
+    legacy, group = f"legacy-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    commit_kafka_group(kafka_config, legacy, {(topic, 0): 5, (topic, 1): 8})  # 2: never committed, earliest
+    path = config_file(tmp_path, zk_connect, kafka_config, topic, group)
+    recorder = RecordingProcessor()
+    with make_channel(zk_connect, kafka_config, topic, recorder, group=group):
+        wait_until(lambda: len(recorder.ids()) >= 30, what="the first pass over 30 records")
+        assert main(["offsets", "reset", "--to-kafka-group", legacy, "--all-topics", "--config", path]) == 0
+        wait_until(lambda: len(recorder.ids()) >= 30 + 17, what="the records after the Kafka group's offsets again")
+        time.sleep(0.5)  # anything more would show now
+        assert committed_offsets(zk, group, topic) == {0: 10, 1: 10, 2: 10}
+    again = sorted((p, o) for _, p, o, _ in recorder.delivered[30:])
+    assert again == sorted([(0, o) for o in range(5, 10)] + [(1, o) for o in range(8, 10)] + [(2, o) for o in range(10)])
