@@ -26,6 +26,10 @@ processor callbacks (``on_exception``)        :class:`PartitionLost`, :class:`Co
                                               what the processor itself raised
 ``jetkafka offsets reset`` and ``ops.reset``  :class:`~jetkafka.ops._protocol.ResetError`
                                               and its ``ResetIncomplete``
+``kafka_groups.import_from_kafka_group``,     :class:`~jetkafka.kafka_groups.KafkaGroupError`
+``kafka_groups.export_to_kafka_group``,       (a Kafka group unreadable or unwritable: the
+the ``offsets`` commands that use them        broker's answer and the fix) and its
+                                              ``KafkaGroupActive`` (the Kafka group has members)
 ``jetkafka dev``, ``DevStack``                :class:`DevStackError`
 importing ``jetkafka.spark``,                 :class:`MissingExtra` (an optional dependency is
 ``jetkafka.processors.cloudevents``,          not installed: names it and the extra that
