@@ -13,6 +13,7 @@ lost partition does not hold up the others.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 
@@ -56,7 +57,7 @@ def commit_start_offsets(
                 config.start_kafka_group,
                 topic,
                 partitions,
-                lambda earliest, t=topic, ps=partitions: fetcher.log_ends(t, ps, earliest),  # type: ignore[misc]
+                functools.partial(fetcher.log_ends, topic, partitions),
             )
             for p, start in starts.items():
                 targets[(topic, p)] = start.offset
