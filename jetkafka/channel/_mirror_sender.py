@@ -78,10 +78,11 @@ class MirrorSender:
         left = self.mirror.in_flight()
         if left:
             log.warning(
-                "commit_to_kafka: %d mirrored offset(s) of group %s not confirmed by the broker at the stop; "
-                "Kafka's copy may trail ZooKeeper's until these partitions commit again",
-                left,
+                "commit_to_kafka: mirrored offsets %s of group %s not confirmed by the broker within %.0f s of the "
+                "stop; Kafka's copy may trail ZooKeeper's until these partitions commit again",
+                ", ".join(f"{t}[{p}]@{o}" for (t, p), o in sorted(left.items())),
                 self.group_id,
+                wait_s,
             )
         self.mirror.forget_all()
 

@@ -255,10 +255,10 @@ class OffsetMirror:
             self._failing.clear()
             self._earliest_due = math.inf
 
-    def in_flight(self) -> int:
-        """Sends not answered yet."""
+    def in_flight(self) -> dict[Key, int]:
+        """The newest offset of each partition sent and not answered yet."""
         with self._lock:
-            return sum(len(p.in_flight) for p in self._partitions.values())
+            return {key: p.in_flight[-1].offset for key, p in self._partitions.items() if p.in_flight}
 
     # -- any thread ------------------------------------------------------------------------
 

@@ -136,5 +136,18 @@ def test_the_stop_sends_everything_pending_and_waits_for_the_answers(sender: Mir
     consumer.consume(1, 0)
     sender.flush_at_stop(wait_s=1.0)
     assert consumer.requests[-1] == [("t", 0, 5)]
-    assert sender.mirror.in_flight() == 0
+    assert sender.mirror.in_flight() == {}
     assert sender.mirror.snapshot().commits_sent == 2
+
+
+def test_the_stop_waits_a_bounded_time_and_names_what_was_not_answered(
+    sender: MirrorSender, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    consumer: FakeConsumer = sender.consumer
+    consumer.consume = lambda num_messages, timeout: []  # type: ignore[method-assign]  # a broker that never answers
+    sender.mirror.offer(A, 12)
+    caplog.set_level(logging.WARNING, logger="jetkafka.channel")
+    sender.flush_at_stop(wait_s=0.2)
+    assert consumer.requests == [[("t", 0, 12)]]
+    assert any("t[0]@12" in r.getMessage() and "not confirmed" in r.getMessage() for r in caplog.records)
+    assert sender.mirror.snapshot().partitions == {}  # forgotten: never answered now
