@@ -106,6 +106,7 @@ class Fetcher:
         gave_back: Callable[[Key, int], None] | None = None,
         log_end_pace_ms: int = 0,
         mirror: OffsetMirror | None = None,
+        may_mirror: Callable[[], bool] | None = None,
     ) -> None:
         self._conf = consumer_config(kafka, group)
         self.pacing = LogEndPacing(log_end_pace_ms)
@@ -116,7 +117,7 @@ class Fetcher:
         fetch_conf["error_cb"] = self._client_error
         # commit_to_kafka: the mirror's commits go out on this consumer; their answers come to
         # on_commit, also inside consume().
-        self._mirror = None if mirror is None else MirrorSender(mirror, str(self._conf["group.id"]))
+        self._mirror = None if mirror is None else MirrorSender(mirror, str(self._conf["group.id"]), may_mirror)
         if self._mirror is not None:
             fetch_conf["on_commit"] = self._mirror.on_commit
         self.unreachable_since: float | None = None
@@ -421,9 +422,11 @@ class Fetcher:
     def _apply_commands(self, first: list[FetchCommand] | None = None) -> None:
         steps = list(self._commands.steps(first))
         if self._mirror is not None:  # a partition's last commit leaves before it is unassigned
-            released = [s.key for s in steps if isinstance(s, FetchCommand) and s.op == "unassign"]
-            if released:
-                self._mirror.send_before_unassign(released, time.monotonic())
+            unassigned = [s for s in steps if isinstance(s, FetchCommand) and s.op == "unassign"]
+            if unassigned:
+                released = [s.key for s in unassigned if not s.state.lost_reason]
+                lost = [s.key for s in unassigned if s.state.lost_reason]
+                self._mirror.send_before_unassign(released, lost, time.monotonic())
         for step in steps:
             if isinstance(step, dict):
                 # Consecutive (re)assignments reach librdkafka in one call, so its next fetch asks

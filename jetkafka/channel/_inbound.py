@@ -204,6 +204,7 @@ class InboundChannel:
                 gave_back=self.stats.gave_back,
                 log_end_pace_ms=cfg.log_end_pace_ms,
                 mirror=self._mirror,
+                may_mirror=self._session_lease_runs,
             )
             self._membership = GroupMembership(
                 self._controller, cfg, self._leases, self.consumer_id, on_rebalance=self.stats.rebalanced
@@ -528,6 +529,11 @@ class InboundChannel:
 
     def record_commit(self, key: Key, offset: int) -> None:
         self._committed(key, offset)
+
+    def _session_lease_runs(self) -> bool:
+        # The mirror's fence: the bound of every partition lease this instance holds.
+        controller = self._controller
+        return controller is not None and controller.lease.valid()
 
     def kafka_mirror(self) -> MirrorSnapshot | None:
         mirror = self._mirror

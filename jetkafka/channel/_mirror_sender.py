@@ -13,6 +13,14 @@ consumer, which it calls inside ``consume()`` on the fetcher thread. A request-l
 partition's own error is a failure whose reason is the error's name: counted per request, logged
 once per reason with the fix (:mod:`jetkafka.kafka_groups._mirror_failures`), logged again only
 after that reason succeeded and came back; the first success after failures is logged at INFO.
+
+Fenced: an instance may send a partition's offset only while its ZooKeeper session's local
+lease runs (``may_send``), the bound every partition lease of the instance has. A frozen
+instance thawed past its session (a zombie) finds its lease run out: it sends nothing, and drops
+what it had not sent once its partitions are unassigned as lost, so Kafka's copy, which the
+partitions' new owners are writing meanwhile, never goes back to the zombie's older offsets.
+A partition unassigned as lost drops its pending offset in any case. The stop's flush is not
+fenced (the session may be closed by then): it sends the final commits of a graceful stop.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
@@ -33,36 +41,49 @@ log = logging.getLogger("jetkafka.channel")
 
 # At the fetcher's stop, how long to wait for the answers of the last commits before closing.
 STOP_WAIT_S = 3.0
+# While the lease does not run, how often to look at it again (pending offsets wait meanwhile).
+FENCE_RECHECK_S = 0.1
 
 
 class MirrorSender:
     """Sends the mirror's commits on the fetching consumer and reads their answers (the
     fetcher thread only; build it before the consumer, whose config takes :meth:`on_commit`)."""
 
-    def __init__(self, mirror: OffsetMirror, group_id: str) -> None:
+    def __init__(self, mirror: OffsetMirror, group_id: str, may_send: Callable[[], bool] | None = None) -> None:
         self.mirror = mirror
         self.group_id = group_id
         self.consumer: Any = None  # the fetching consumer (or its wrapper), set once it is built
+        self._may_send = may_send or (lambda: True)
 
     def send_due(self, now: float) -> float:
         """Send every offset due now, in one request; returns when the next one is due
-        (monotonic; inf with nothing pending)."""
+        (monotonic; inf with nothing pending). Nothing while the lease does not run."""
+        due = self.mirror.next_due()
+        if due is not None and due <= now and not self._may_send():
+            return now + FENCE_RECHECK_S
         self._send(self.mirror.due(now))
         due = self.mirror.next_due()
         return math.inf if due is None else due
 
-    def send_before_unassign(self, keys: Iterable[Key], now: float) -> None:
-        """These partitions are about to be unassigned: send their pending offsets now, whatever
-        the interval (with anything else due, in one request), so their last commit leaves
-        before another instance may take them; then forget them."""
-        offsets = self.mirror.due(now)
-        keys = list(keys)
-        for key in keys:
-            offset = self.mirror.flush(key, now)
-            if offset is not None:
-                offsets[key] = offset
-        self._send(offsets)
-        for key in keys:
+    def send_before_unassign(self, released: Iterable[Key], lost: Iterable[Key], now: float) -> None:
+        """These partitions are about to be unassigned: send the pending offsets of those
+        ``released`` now, whatever the interval (with anything else due, in one request), so
+        their last commit leaves before another instance may take them; drop those of the
+        partitions ``lost`` (another instance may own them already); then forget them all."""
+        released, lost = list(released), list(lost)
+        for key in lost:
+            self.mirror.drop(key)
+        if self._may_send():
+            offsets = self.mirror.due(now)
+            for key in released:
+                offset = self.mirror.flush(key, now)
+                if offset is not None:
+                    offsets[key] = offset
+            self._send(offsets)
+        else:
+            for key in released:
+                self.mirror.drop(key)
+        for key in released:
             self.mirror.forget(key)
 
     def flush_at_stop(self, wait_s: float = STOP_WAIT_S) -> None:

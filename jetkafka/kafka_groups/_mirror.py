@@ -248,6 +248,16 @@ class OffsetMirror:
                 part.released = True
                 self._drop_if_done(key, part)
 
+    def drop(self, key: Key) -> None:
+        """The partition was lost, or may be: its offset not sent yet is never sent (nor
+        retried), and it is forgotten once nothing of it is in flight."""
+        with self._lock:
+            part = self._partitions.get(key)
+            if part is not None:
+                part.pending = None
+                part.released = True
+                self._drop_if_done(key, part)
+
     def forget_all(self) -> None:
         """The fetcher stopped: what was not answered by then never will be. The counters stay."""
         with self._lock:

@@ -80,10 +80,47 @@ def test_a_partition_about_to_be_unassigned_is_sent_at_once_and_forgotten(sender
     sender.mirror.offer(A, 3)
     sender.send_due(clock.now)
     sender.mirror.offer(A, 9)
-    sender.send_before_unassign([A], clock.now)
+    sender.send_before_unassign([A], [], clock.now)
     assert consumer.requests == [[("t", 0, 3)], [("t", 0, 9)]]
     consumer.consume(1, 0)
     assert sender.mirror.snapshot().partitions == {}
+
+
+def test_a_lost_partition_drops_what_it_had_not_sent(sender: MirrorSender, clock: Clock) -> None:
+    consumer: FakeConsumer = sender.consumer
+    sender.mirror.offer(A, 3)
+    sender.mirror.offer(B, 4)
+    sender.send_due(clock.now)
+    sender.mirror.offer(A, 9)  # landed, not sent yet: A is lost before its turn
+    sender.mirror.offer(B, 10)
+    sender.send_before_unassign([B], [A], clock.now)
+    assert consumer.requests == [[("t", 0, 3), ("t", 1, 4)], [("t", 1, 10)]]
+    consumer.consume(1, 0)
+    clock.now += 5.0
+    sender.send_due(clock.now)
+    sender.flush_at_stop(wait_s=0)
+    assert [r for r in consumer.requests if ("t", 0, 9) in r] == []
+
+
+def test_a_thawed_zombie_sends_nothing_while_its_lease_has_run_out(clock: Clock) -> None:
+    lease = {"runs": True}
+    sender = MirrorSender(OffsetMirror(0.1, clock=clock), "jetkafka.g", may_send=lambda: lease["runs"])
+    consumer = sender.consumer = FakeConsumer(sender)
+    sender.mirror.offer(A, 3)
+    sender.send_due(clock.now)
+    sender.mirror.offer(A, 7)
+    lease["runs"] = False  # frozen past the session timeout: the local lease ran out
+    clock.now += 30.0
+    assert sender.send_due(clock.now) == pytest.approx(clock.now + 0.1)  # looks again soon
+    assert consumer.requests == [[("t", 0, 3)]]
+    # Unassigned once the instance learns the session expired: released or lost, nothing goes.
+    sender.send_before_unassign([A], [], clock.now)
+    assert consumer.requests == [[("t", 0, 3)]]
+    # A lease that runs again (ZooKeeper answered within the session): pending offsets go.
+    sender.mirror.offer(B, 5)
+    lease["runs"] = True
+    sender.send_due(clock.now)
+    assert consumer.requests == [[("t", 0, 3)], [("t", 1, 5)]]
 
 
 def test_each_reason_is_logged_once_and_the_recovery_at_info(
