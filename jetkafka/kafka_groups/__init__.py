@@ -18,6 +18,7 @@ From Python::
 
 from jetkafka.kafka_groups._errors import KafkaGroupActive, KafkaGroupError
 from jetkafka.kafka_groups._group_offsets import GroupState, KafkaGroupOffsets
+from jetkafka.kafka_groups._mirror import MirroredPartition, MirrorSnapshot
 from jetkafka.kafka_groups._moves import GroupMove, export_to_kafka_group, import_from_kafka_group
 
 __all__ = [
@@ -26,6 +27,8 @@ __all__ = [
     "KafkaGroupActive",
     "KafkaGroupError",
     "KafkaGroupOffsets",
+    "MirrorSnapshot",
+    "MirroredPartition",
     "export_to_kafka_group",
     "import_from_kafka_group",
 ]
