@@ -16,12 +16,15 @@ takes them again at a later rebalance.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from jetkafka.config import JetkafkaConfig
 from jetkafka.kafka_groups._group_offsets import KafkaGroupOffsets
+
+log = logging.getLogger("jetkafka.kafka_groups")
 
 KAFKA_GROUP = "kafka-group"
 
@@ -50,7 +53,20 @@ def kafka_group_starts(
 ) -> dict[int, GroupStart]:
     """Each partition's start: Kafka group ``group``'s committed offset, clamped into the log
     (``log_ends(earliest)`` gives the low or high watermarks), else the earliest offset."""
-    found = KafkaGroupOffsets(kafka).committed(group, {topic: partitions})
+    groups = KafkaGroupOffsets(kafka)
+    found = groups.committed(group, {topic: partitions})
+    state = groups.state(group)
+    if not state.writable:
+        # Not refused (a trial run beside the application is legitimate), but never silent.
+        log.warning(
+            "%s%s: starting from Kafka group %s's offsets while that group is %s%s: its application still "
+            "consumes, so records after these offsets are processed by both; stop it for a clean switch-over",
+            topic,
+            sorted(partitions),
+            group,
+            state.state,
+            f" with {state.members} member(s)" if state.members else "",
+        )
     low = log_ends(True)
     high = log_ends(False) if found else {}
     out = {}
