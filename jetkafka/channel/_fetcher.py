@@ -32,7 +32,7 @@ from jetkafka.channel._broker_metadata import BrokerMetadata
 from jetkafka.channel._budget import BufferBudget
 from jetkafka.channel._fetch_commands import RETRY_S, FetchCommand, FetchCommands, Positions
 from jetkafka.channel._log_ends import LogEndWatch
-from jetkafka.channel._mirror_sender import MirrorSender
+from jetkafka.channel._mirror_sender import STOP_WAIT_S, MirrorSender
 from jetkafka.channel._pacing import LogEndPacing, may_resume
 from jetkafka.channel._partition import PartitionState
 from jetkafka.channel._shares import CHECK_S, BufferShares
@@ -115,16 +115,16 @@ class Fetcher:
         # Client-wide errors (every broker down) reach no message: librdkafka hands them to
         # this callback, on the fetching thread, inside consume().
         fetch_conf["error_cb"] = self._client_error
-        # commit_to_kafka: the mirror's commits go out on this consumer; their answers come to
-        # on_commit, also inside consume().
-        self._mirror = None if mirror is None else MirrorSender(mirror, str(self._conf["group.id"]), may_mirror)
-        if self._mirror is not None:
-            fetch_conf["on_commit"] = self._mirror.on_commit
         self.unreachable_since: float | None = None
         wrap = wrap_consumer or _as_is
         self.consumer = wrap(Consumer(fetch_conf, logger=librdkafka_logger()), "fetch")
-        if self._mirror is not None:
-            self._mirror.consumer = self.consumer
+        # commit_to_kafka: the mirror's commits go out on a consumer of their own, never assigned
+        # anything, whose answers (on_commit) are served every turn, even while the fetch waits.
+        self._mirror: MirrorSender | None = None
+        if mirror is not None:
+            self._mirror = MirrorSender(mirror, str(self._conf["group.id"]), may_mirror, self._holds)
+            mirror_conf = {**self._conf, "on_commit": self._mirror.on_commit}
+            self._mirror.consumer = wrap(Consumer(mirror_conf, logger=librdkafka_logger()), "mirror")
         self.metadata = BrokerMetadata(
             wrap(Consumer(self._conf, logger=librdkafka_logger()), "metadata"),
             str(self._conf.get("bootstrap.servers", "?")),
@@ -193,6 +193,20 @@ class Fetcher:
         self._thread = threading.Thread(target=self._run, name="jetkafka-fetcher", daemon=True)
         self._thread.start()
 
+    def flush_mirror(self, timeout: float = STOP_WAIT_S + 2) -> bool:
+        """Any thread, once the channel released its partitions and while its session runs:
+        have the fetcher thread send the mirror's pending offsets (after the commands posted
+        before) and wait for their answers; whether it finished within ``timeout``."""
+        if self._mirror is None or self._thread is None or not self._thread.is_alive():
+            return True
+        done = self._mirror.request_flush()
+        self._commands.post([])  # wakes an idle fetcher
+        return done.wait(timeout)
+
+    def _holds(self, key: Key) -> bool:
+        state = self._states(key)
+        return state is not None and not state.lost_reason
+
     def stop(self) -> None:
         self._stop.set()
         self._log_ends.stop()
@@ -207,6 +221,9 @@ class Fetcher:
         while not self._stop.is_set():
             mirror_due = math.inf  # when the mirror's next commit is due (monotonic)
             if mirror is not None:
+                if mirror.flush_requested:
+                    self._apply_commands()  # the unassigns posted before it send their last copies
+                    mirror.flush()
                 mirror_due = mirror.send_due(time.monotonic())
             if self._assigned or self._commands.retries_waiting:
                 self._apply_commands()
@@ -241,7 +258,7 @@ class Fetcher:
                 self.unreachable_since = None
                 self._route(msgs)
         if mirror is not None:
-            mirror.flush_at_stop()
+            mirror.close(self._holds)
 
     def _client_error(self, err: KafkaError) -> None:
         # When librdkafka last said that no broker could be reached, until a message comes again.

@@ -192,6 +192,8 @@ class InboundChannel:
                 self._mirror = None
             elif self._mirror is None:
                 self._mirror = OffsetMirror(cfg.commit_interval_ms / 1000)
+            else:  # a resubscribe may change the interval with other settings
+                self._mirror.set_interval(cfg.commit_interval_ms / 1000)
             self._fetcher = Fetcher(
                 self.config.kafka,
                 cfg.group,
@@ -307,6 +309,9 @@ class InboundChannel:
                 timeout,
                 ", ".join(f"{t}[{p}]" for t, p in stuck),
             )
+        if self._fetcher is not None and self._mirror is not None:
+            # The last copies to Kafka leave while the session still runs (the mirror's fence).
+            self._fetcher.flush_mirror()
         self._teardown(hold_over)
         try:
             self.processor.on_stop()

@@ -24,6 +24,7 @@ from jetkafka.coordination._offsets import OffsetStore
 from jetkafka.coordination._ownership import Lease
 from jetkafka.errors import CommitFenced
 from jetkafka.events import Key
+from jetkafka.kafka_groups._group_offsets import KafkaGroupOffsets
 from jetkafka.kafka_groups._start import KAFKA_GROUP, kafka_group_starts
 
 log = logging.getLogger("jetkafka.channel")
@@ -50,10 +51,13 @@ def commit_start_offsets(
     by_topic: dict[str, list[int]] = {}
     for lease in leases:
         by_topic.setdefault(lease.topic, []).append(lease.partition)
+    # One admin client per look-up, bounded by the channel's broker timeout: the rebalance
+    # thread waits for it, and in a folder of channels that thread is the process's.
+    groups = KafkaGroupOffsets(config.kafka, config.channel.kafka_connection_timeout_s) if reset == KAFKA_GROUP else None
     for topic, partitions in by_topic.items():
-        if reset == KAFKA_GROUP:
+        if groups is not None:
             starts = kafka_group_starts(
-                config.kafka,
+                groups,
                 config.start_kafka_group,
                 topic,
                 partitions,

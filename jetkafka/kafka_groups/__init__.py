@@ -16,10 +16,26 @@ From Python::
     moves = import_from_kafka_group(config, config.channel.group, "orders-consumer", dry_run=True)
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 from jetkafka.kafka_groups._errors import KafkaGroupActive, KafkaGroupError
 from jetkafka.kafka_groups._group_offsets import GroupState, KafkaGroupOffsets
 from jetkafka.kafka_groups._mirror import MirroredPartition, MirrorSnapshot
-from jetkafka.kafka_groups._moves import GroupMove, export_to_kafka_group, import_from_kafka_group
+
+# The moves use the offset commands' machinery (jetkafka.ops), which itself reads Kafka groups
+# through this package: loaded on first use, so importing either package first works.
+_MOVES = ("GroupMove", "export_to_kafka_group", "import_from_kafka_group")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MOVES:
+        from jetkafka.kafka_groups import _moves
+
+        return getattr(_moves, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "GroupMove",

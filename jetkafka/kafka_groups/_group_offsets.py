@@ -1,9 +1,11 @@
-"""A Kafka consumer group's committed offsets, read and written through the admin API.
+"""A Kafka consumer group's committed offsets, read and written without joining the group.
 
 Reads (OffsetFetch) work whatever the group's state: they are what ``kafka-consumer-groups
 --describe`` shows. Writes (OffsetCommit from outside the group, as ``kafka-consumer-groups
 --reset-offsets`` does) are refused by Kafka while the group has members, and checked here
-first so the refusal comes with its fix. Neither reads nor writes join the group.
+first so the refusal comes with its fix. Neither reads nor writes join the group: both go
+through a consumer of the group that is never subscribed, the group's state through the admin
+client (DescribeGroups).
 
 Failure modes: an unreachable broker, a broker that keeps no group offsets, an ACL that
 denies the group (``GROUP_AUTHORIZATION_FAILED``) or a topic each raise
@@ -17,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from jetkafka.kafka_groups._errors import KafkaGroupActive, KafkaGroupError
@@ -26,8 +28,19 @@ log = logging.getLogger("jetkafka.kafka_groups")
 
 Key = tuple[str, int]
 
-# Consumer-only properties a channel's kafka section may hold; an admin client warns on each.
-_NOT_FOR_ADMIN = ("group.id", "enable.auto.commit", "auto.commit.interval.ms", "enable.auto.offset.store")
+# Consumer-only properties (and callbacks) a channel's kafka section may hold, which an admin
+# client refuses or warns on. Other callbacks (oauth_cb, error_cb, stats_cb) are kept: the
+# admin client must authenticate as the channel's consumers do.
+_NOT_FOR_ADMIN = (
+    "group.id",
+    "enable.auto.commit",
+    "auto.commit.interval.ms",
+    "enable.auto.offset.store",
+    "on_commit",
+    "on_assign",
+    "on_revoke",
+    "on_lost",
+)
 
 # Group states in which Kafka takes offsets written from outside the group.
 _WRITABLE = {"EMPTY", "DEAD", "UNKNOWN"}
@@ -61,10 +74,17 @@ class KafkaGroupOffsets:
     """Reads and writes the committed offsets of Kafka consumer groups, through one admin client."""
 
     def __init__(self, kafka: Mapping[str, Any], timeout: float = 10.0) -> None:
-        conf = {k: v for k, v in kafka.items() if k not in _NOT_FOR_ADMIN and not callable(v)}
+        conf = {k: v for k, v in kafka.items() if k not in _NOT_FOR_ADMIN}
         self._bootstrap = str(conf.get("bootstrap.servers", "?"))
         self._timeout = timeout
+        self._conf = conf
         self._admin = AdminClient(conf, logger=log)
+
+    def _consumer(self, group: str) -> Consumer:
+        # Offsets are read and written through a consumer of the group that joins nothing (as
+        # the offset mirror does): librdkafka 2.x aborts the process when the admin client's
+        # ListConsumerGroupOffsets times out while the broker is down.
+        return Consumer({**self._conf, "group.id": group, "enable.auto.commit": False}, logger=log)
 
     def _failed(self, group: str, what: str, error: KafkaError | BaseException) -> KafkaGroupError:
         if isinstance(error, KafkaException) and error.args and isinstance(error.args[0], KafkaError):
@@ -82,14 +102,15 @@ class KafkaGroupOffsets:
         wanted = [TopicPartition(t, p) for t, ps in sorted(partitions.items()) for p in sorted(ps)]
         if not wanted:
             return {}
-        request = [ConsumerGroupTopicPartitions(group, wanted)]
+        consumer = self._consumer(group)
         try:
-            answer = self._admin.list_consumer_group_offsets(request, request_timeout=self._timeout)[group]
-            result = answer.result(self._timeout + 5)
+            result = consumer.committed(wanted, timeout=self._timeout)
         except Exception as exc:  # noqa: BLE001 - any failure of the request is the broker's answer to report
             raise self._failed(group, "read the committed offsets of", exc) from None
+        finally:
+            consumer.close()
         out: dict[Key, int] = {}
-        for tp in result.topic_partitions or []:
+        for tp in result:
             if tp.error is not None:
                 raise self._failed(group, f"read {tp.topic}[{tp.partition}] of", tp.error)
             if tp.offset >= 0:
@@ -106,6 +127,18 @@ class KafkaGroupOffsets:
         name = getattr(result.state, "name", str(result.state))
         return GroupState(group, str(name), len(result.members or []))
 
+    def live(self, group: str) -> str | None:
+        """How the group is live (``"STABLE with 2 member(s)"``), or None when it has no
+        members or its state cannot be read (for warnings only: never raises)."""
+        try:
+            state = self.state(group)
+        except KafkaGroupError as exc:
+            log.debug("state of Kafka group %s not known (%s)", group, exc)
+            return None
+        if state.writable:
+            return None
+        return state.state + (f" with {state.members} member(s)" if state.members else "")
+
     def write(self, group: str, offsets: Mapping[Key, int]) -> None:
         """Write ``offsets`` as the committed offsets of ``group``, refused while it has members.
 
@@ -118,19 +151,20 @@ class KafkaGroupOffsets:
         if not state.writable:
             raise KafkaGroupActive(group, state.state, state.members)
         wanted = [TopicPartition(t, p, int(o)) for (t, p), o in sorted(offsets.items())]
-        request = [ConsumerGroupTopicPartitions(group, wanted)]
+        consumer = self._consumer(group)
         try:
-            answer = self._admin.alter_consumer_group_offsets(request, request_timeout=self._timeout)[group]
-            result = answer.result(self._timeout + 5)
+            result = consumer.commit(offsets=wanted, asynchronous=False)
         except KafkaException as exc:
             error = exc.args[0] if exc.args else None
-            if isinstance(error, KafkaError) and error.name() in ("UNKNOWN_MEMBER_ID", "NON_EMPTY_GROUP", "REBALANCE_IN_PROGRESS"):
+            if isinstance(error, KafkaError) and error.name() in ("UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION", "REBALANCE_IN_PROGRESS"):
                 state = self.state(group)
-                raise KafkaGroupActive(group, state.state, max(state.members, 1)) from None
+                raise KafkaGroupActive(group, state.state, state.members) from None
             raise self._failed(group, "write the offsets of", exc) from None
         except Exception as exc:  # noqa: BLE001 - see committed()
             raise self._failed(group, "write the offsets of", exc) from None
-        for tp in result.topic_partitions or []:
+        finally:
+            consumer.close()
+        for tp in result or []:
             if tp.error is not None:
                 raise self._failed(group, f"write {tp.topic}[{tp.partition}] of", tp.error)
 

@@ -16,6 +16,9 @@ What it guarantees:
   offered for the first time, or after a quiet interval, goes at once. :meth:`flush` takes a
   partition's offer regardless of the interval: before the partition is unassigned, so its last
   commit is on its way before another instance may take it.
+- One request in flight per partition (:meth:`due` waits for the answer of the one before):
+  librdkafka sends a request again after a connection dropped, and at a broker restart an older
+  copy was seen landing after a newer one, moving Kafka's copy back.
 - A send that failed is sent again (its offset, unless a newer one is sent or waiting), no
   sooner than :data:`RETRY_S` later, for as long as the partition is held; a released
   partition's failed send is dropped, since a retry could land after the next owner's commit
@@ -138,9 +141,11 @@ class OffsetMirror:
 
     # -- the fetcher thread ----------------------------------------------------------------
 
-    def due(self, now: float) -> dict[Key, int]:
+    def due(self, now: float, holds: Callable[[Key], bool] | None = None) -> dict[Key, int]:
         """The offsets to send now, counted as sent at ``now``: each partition's pending offer
-        whose last send is at least the interval ago (and whose retry time has come)."""
+        whose last send is at least the interval ago (and whose retry time has come), of the
+        partitions the instance ``holds`` (others wait: for their unassign, which sends or
+        drops them)."""
         with self._lock:
             if now < self._earliest_due:
                 return {}
@@ -149,6 +154,14 @@ class OffsetMirror:
             earliest = math.inf
             for key, part in self._partitions.items():
                 if part.pending is None or part.released:
+                    continue
+                if holds is not None and not holds(key):
+                    earliest = min(earliest, now + interval)
+                    continue
+                if part.in_flight:
+                    # One request in flight per partition: librdkafka may send a request again
+                    # after a connection drops, and then land it after a newer one (seen at a
+                    # broker restart). Its answer makes the partition due again.
                     continue
                 at = part.due_at(interval)
                 if at <= now:
@@ -167,11 +180,21 @@ class OffsetMirror:
                 return None
             return self._take(part, self._clock() if now is None else now)
 
-    def flush_all(self, now: float | None = None) -> dict[Key, int]:
-        """Every pending offset, counted as sent now (the fetcher stops)."""
+    def flush_all(self, holds: Callable[[Key], bool], now: float | None = None) -> dict[Key, int]:
+        """The pending offset of every partition the instance ``holds``, counted as sent now
+        (the channel stops or resubscribes)."""
         with self._lock:
             when = self._clock() if now is None else now
-            return {key: self._take(part, when) for key, part in self._partitions.items() if part.pending is not None}
+            return {
+                key: self._take(part, when)
+                for key, part in self._partitions.items()
+                if part.pending is not None and not part.released and not part.in_flight and holds(key)
+            }
+
+    def pending(self) -> dict[Key, int]:
+        """The offsets offered and not sent yet."""
+        with self._lock:
+            return {key: p.pending for key, p in self._partitions.items() if p.pending is not None}
 
     def next_due(self) -> float | None:
         """When the next pending offer becomes due (it may be earlier than that, never later:
@@ -197,6 +220,8 @@ class OffsetMirror:
                 if part is None or self._answered(part, offset) is None:
                     continue  # forgotten since, or answered already
                 part.confirmed = offset
+                if part.pending is not None:  # waited for this answer (one request in flight)
+                    self._earliest_due = min(self._earliest_due, part.due_at(self._interval_s))
                 self._drop_if_done(key, part)
                 for keys in self._failing.values():
                     keys.discard(key)
@@ -208,11 +233,12 @@ class OffsetMirror:
                 self._failed_since_ok = 0
             return ended
 
-    def failed(self, offsets: Mapping[Key, int], reason: str) -> bool:
+    def failed(self, offsets: Mapping[Key, int], reason: str, given_up: dict[Key, int] | None = None) -> bool:
         """The broker (or librdkafka) refused these offsets of one request for ``reason``;
         each is sent again later, unless a newer one is on its way or waiting, or the
-        partition was released. True when ``reason`` is new (not failing already): what the
-        caller logs."""
+        partition was released (added to ``given_up``: a retry could land after its next
+        owner's copy). True when ``reason`` is new (not failing already): what the caller
+        logs."""
         now = self._clock()
         with self._lock:
             self._failures[reason] += 1
@@ -225,6 +251,8 @@ class OffsetMirror:
                 if part is None or since is None:
                     continue  # forgotten since, or answered already
                 if part.released:
+                    if given_up is not None:
+                        given_up[key] = offset
                     self._drop_if_done(key, part)
                     continue
                 self._failing.setdefault(reason, set()).add(key)
@@ -258,12 +286,21 @@ class OffsetMirror:
                 part.released = True
                 self._drop_if_done(key, part)
 
-    def forget_all(self) -> None:
-        """The fetcher stopped: what was not answered by then never will be. The counters stay."""
+    def forget_all(self, holds: Callable[[Key], bool]) -> None:
+        """The fetcher stopped: what was not answered by then never will be. An offer not sent
+        of a partition the instance still ``holds`` (a resubscribe hands it over later) waits
+        for the next start's fetcher; the others are dropped. The counters stay."""
         with self._lock:
-            self._partitions.clear()
+            kept = {}
+            for key, part in self._partitions.items():
+                part.in_flight.clear()
+                if part.pending is not None and not part.released and holds(key):
+                    part.retry_at = part.last_sent = -math.inf  # the next start sends it at once
+                    kept[key] = part
+            self._partitions = kept
             self._failing.clear()
-            self._earliest_due = math.inf
+            self._failed_since_ok = 0
+            self._earliest_due = -math.inf if kept else math.inf
 
     def in_flight(self) -> dict[Key, int]:
         """The newest offset of each partition sent and not answered yet."""

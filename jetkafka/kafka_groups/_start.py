@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from jetkafka.config import JetkafkaConfig
 from jetkafka.kafka_groups._group_offsets import KafkaGroupOffsets
@@ -45,7 +44,7 @@ class GroupStart:
 
 
 def kafka_group_starts(
-    kafka: Mapping[str, Any],
+    groups: KafkaGroupOffsets,
     group: str,
     topic: str,
     partitions: Sequence[int],
@@ -53,19 +52,17 @@ def kafka_group_starts(
 ) -> dict[int, GroupStart]:
     """Each partition's start: Kafka group ``group``'s committed offset, clamped into the log
     (``log_ends(earliest)`` gives the low or high watermarks), else the earliest offset."""
-    groups = KafkaGroupOffsets(kafka)
     found = groups.committed(group, {topic: partitions})
-    state = groups.state(group)
-    if not state.writable:
+    live = groups.live(group)
+    if live is not None:
         # Not refused (a trial run beside the application is legitimate), but never silent.
         log.warning(
-            "%s%s: starting from Kafka group %s's offsets while that group is %s%s: its application still "
+            "%s%s: starting from Kafka group %s's offsets while that group is %s: its application still "
             "consumes, so records after these offsets are processed by both; stop it for a clean switch-over",
             topic,
             sorted(partitions),
             group,
-            state.state,
-            f" with {state.members} member(s)" if state.members else "",
+            live,
         )
     low = log_ends(True)
     high = log_ends(False) if found else {}

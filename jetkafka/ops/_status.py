@@ -59,6 +59,7 @@ class BrokerView:
         self._consumer = Consumer(conf, logger=librdkafka_logger())
         self._kafka = kafka
         self._groups: KafkaGroupOffsets | None = None
+        self._groups_checked: set[str] = set()
 
     def close(self) -> None:
         self._consumer.close()
@@ -103,6 +104,17 @@ class BrokerView:
         if self._groups is None:
             self._groups = KafkaGroupOffsets(self._kafka, self._timeout)
         found = self._groups.committed(group, {topic: partitions})
+        if group not in self._groups_checked:
+            self._groups_checked.add(group)
+            live = self._groups.live(group)
+            if live is not None:
+                log.warning(
+                    "Kafka group %s is %s: its application still consumes and commits, so its offsets move on "
+                    "after this read and the records in between would be processed twice; stop it first for "
+                    "an exact hand-over",
+                    group,
+                    live,
+                )
         return {p: offset for (_, p), offset in found.items()}
 
     def offsets_for_time(self, topic: str, partitions: Sequence[int], ms: int) -> dict[int, int | None]:

@@ -34,6 +34,10 @@ class FakeConsumer:
         self.unanswered: list[list[TopicPartition]] = []
         self.answer: KafkaError | None = None
         self.raise_on_commit: KafkaException | None = None
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
 
     def commit(self, offsets: list[TopicPartition], asynchronous: bool) -> None:
         assert asynchronous
@@ -98,7 +102,7 @@ def test_a_lost_partition_drops_what_it_had_not_sent(sender: MirrorSender, clock
     consumer.consume(1, 0)
     clock.now += 5.0
     sender.send_due(clock.now)
-    sender.flush_at_stop(wait_s=0)
+    sender.flush(wait_s=0)
     assert [r for r in consumer.requests if ("t", 0, 9) in r] == []
 
 
@@ -171,7 +175,9 @@ def test_the_stop_sends_everything_pending_and_waits_for_the_answers(sender: Mir
     sender.send_due(clock.now)
     sender.mirror.offer(A, 5)  # within the interval: pending
     consumer.consume(1, 0)
-    sender.flush_at_stop(wait_s=1.0)
+    sender.flush(wait_s=1.0)
+    sender.close(lambda key: False, wait_s=0)
+    assert consumer.closed
     assert consumer.requests[-1] == [("t", 0, 5)]
     assert sender.mirror.in_flight() == {}
     assert sender.mirror.snapshot().commits_sent == 2
@@ -184,7 +190,24 @@ def test_the_stop_waits_a_bounded_time_and_names_what_was_not_answered(
     consumer.consume = lambda num_messages, timeout: []  # type: ignore[method-assign]  # a broker that never answers
     sender.mirror.offer(A, 12)
     caplog.set_level(logging.WARNING, logger="jetkafka.channel")
-    sender.flush_at_stop(wait_s=0.2)
+    sender.flush(wait_s=0.2)
+    sender.close(lambda key: False, wait_s=0.2)
     assert consumer.requests == [[("t", 0, 12)]]
     assert any("t[0]@12" in r.getMessage() and "not confirmed" in r.getMessage() for r in caplog.records)
     assert sender.mirror.snapshot().partitions == {}  # forgotten: never answered now
+
+
+def test_only_partitions_held_are_sent_and_answers_are_served_every_turn(clock: Clock) -> None:
+    held = {A}
+    sender = MirrorSender(OffsetMirror(0.1, clock=clock), "jetkafka.g", holds=lambda key: key in held)
+    consumer = sender.consumer = FakeConsumer(sender)
+    sender.mirror.offer(A, 3)
+    sender.mirror.offer(B, 4)  # no longer in the table (released, its unassign on its way)
+    sender.send_due(clock.now)
+    assert consumer.requests == [[("t", 0, 3)]]
+    assert sender.mirror.pending() == {B: 4}  # waits for its unassign: sent or dropped there
+    clock.now += 1.0
+    sender.send_due(clock.now)  # serves A's answer first (no fetch involved)
+    assert sender.mirror.snapshot().partitions[A].confirmed == 3
+    sender.send_before_unassign([B], [], clock.now)
+    assert consumer.requests[-1] == [("t", 1, 4)]

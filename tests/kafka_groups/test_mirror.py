@@ -38,6 +38,7 @@ def test_the_first_offer_goes_at_once_and_offers_within_the_interval_merge_into_
 ) -> None:
     mirror.offer(A, 10)
     assert mirror.due(clock.now) == {A: 10}
+    mirror.confirmed({A: 10})
     for offset in range(11, 60):
         mirror.offer(A, offset)
         clock.step(0.001)
@@ -58,9 +59,11 @@ def test_an_offer_after_a_quiet_interval_goes_at_once_and_partitions_are_timed_a
     mirror.offer(B, 7)  # B never sent: at once, though A's interval is not up
     mirror.offer(A, 2)
     assert mirror.due(clock.now) == {B: 7}
+    mirror.confirmed({A: 1, B: 7})
     clock.step(0.5)
     mirror.offer(B, 8)
     assert mirror.due(clock.now) == {A: 2, B: 8}  # both due: one request carries both
+    mirror.confirmed({A: 2, B: 8})
     clock.step(1.0)
     mirror.offer(A, 3)
     assert mirror.due(clock.now) == {A: 3}  # quiet for longer than the interval: at once
@@ -96,6 +99,7 @@ def test_an_offer_made_after_the_flush_keeps_a_partition_that_is_forgotten(mirro
     assert mirror.flush(A, clock.now) == 5
     mirror.offer(A, 9)  # taken again meanwhile: a new lease's commit
     mirror.forget(A)
+    mirror.confirmed({A: 5})
     clock.step(0.2)
     assert mirror.due(clock.now) == {A: 9}
 
@@ -111,9 +115,9 @@ def test_a_lower_offer_after_a_higher_one_is_mirrored_as_it_landed(mirror: Offse
     assert mirror.due(clock.now) == {A: 40}
     mirror.offer(A, 41)
     mirror.offer(A, 30)
+    mirror.confirmed({A: 40})
     clock.step(0.1)
     assert mirror.due(clock.now) == {A: 30}  # the newest in landing order, not the highest
-    mirror.confirmed({A: 40})
     mirror.confirmed({A: 30})
     figures = mirror.snapshot().partitions[A]
     assert (figures.confirmed, figures.behind_offsets, figures.trail_seconds) == (30, 0, 0.0)
@@ -173,7 +177,7 @@ def test_a_failure_covered_by_a_newer_send_in_flight_is_not_sent_again(mirror: O
     assert mirror.due(clock.now) == {A: 10}
     clock.step(0.2)
     mirror.offer(A, 11)
-    assert mirror.due(clock.now) == {A: 11}
+    assert mirror.flush(A, clock.now) == 11  # a release's flush does not wait for the answer
     mirror.failed({A: 10}, "_TIMED_OUT")
     clock.step(RETRY_S + 1)
     assert mirror.due(clock.now) == {}
@@ -207,7 +211,7 @@ def test_an_answer_for_an_offset_not_in_flight_is_ignored(mirror: OffsetMirror, 
     assert mirror.due(clock.now) == {A: 3}
     mirror.confirmed({A: 99})
     assert mirror.snapshot().partitions[A].confirmed is None
-    mirror.forget_all()
+    mirror.forget_all(lambda key: True)
     mirror.confirmed({A: 3})
     assert mirror.snapshot().partitions == {}
 
@@ -215,9 +219,39 @@ def test_an_answer_for_an_offset_not_in_flight_is_ignored(mirror: OffsetMirror, 
 def test_set_interval_applies_to_the_next_send(mirror: OffsetMirror, clock: Clock) -> None:
     mirror.offer(A, 1)
     assert mirror.due(clock.now) == {A: 1}
+    mirror.confirmed({A: 1})
     mirror.offer(A, 2)
     mirror.set_interval(1.0)
     clock.step(0.5)
     assert mirror.due(clock.now) == {}
     clock.step(0.5)
     assert mirror.due(clock.now) == {A: 2}
+
+
+def test_one_request_in_flight_per_partition(mirror: OffsetMirror, clock: Clock) -> None:
+    """A newer copy waits for the answer to the one before: a request sent again by librdkafka
+    after a dropped connection must not land after it."""
+    mirror.offer(A, 10)
+    mirror.offer(B, 1)
+    assert mirror.due(clock.now) == {A: 10, B: 1}
+    mirror.offer(A, 11)
+    mirror.offer(B, 2)
+    clock.step(5.0)
+    assert mirror.due(clock.now) == {}  # both still unanswered
+    mirror.confirmed({B: 1})
+    assert mirror.next_due() == pytest.approx(clock.now - 4.9)  # B is due at once again
+    assert mirror.due(clock.now) == {B: 2}
+    mirror.failed({A: 10}, "_TIMED_OUT")  # an answer all the same: A's newest goes after the delay
+    clock.step(RETRY_S)
+    assert mirror.due(clock.now) == {A: 11}
+
+
+def test_the_stop_keeps_only_the_offers_of_partitions_still_held(mirror: OffsetMirror, clock: Clock) -> None:
+    mirror.offer(A, 10)
+    mirror.offer(B, 20)
+    assert mirror.due(clock.now) == {A: 10, B: 20}
+    mirror.offer(A, 11)  # A is held over by a resubscribe; B was lost
+    mirror.offer(B, 21)
+    mirror.forget_all(lambda key: key == A)
+    assert mirror.pending() == {A: 11}
+    assert mirror.due(clock.now) == {A: 11}  # the next start's fetcher sends it at once
