@@ -109,7 +109,7 @@ class MirrorVerdict:
         )
         out = [summary]
         if f.get("trail_max_at"):
-            out.append(f"offset mirror: longest trail {f['trail_max_at']}")
+            out.append(f"offset mirror: the longest trail after {f['trail_max_at']}")
         for name, finding in self.findings().items():
             out += [f"{name}: {example}" for example in finding.examples[:3]]
         return out
@@ -236,7 +236,7 @@ def judge_mirror(
         for seconds, i in shown:
             trails.append(seconds)
             if worst is None or seconds > worst[0]:
-                worst = (seconds, f"{seconds:.2f} s: {topic}[{p}] offset {commits[i].offset} committed at {commits[i].at:.3f}")
+                worst = (seconds, f"{topic}[{p}] offset {commits[i].offset}, committed at {commits[i].at:.3f}")
         for o in polls[p]:
             committed = zk.committed_at(topic, p, o.at)
             if committed is not None:
