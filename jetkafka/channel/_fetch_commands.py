@@ -39,9 +39,9 @@ Positions = dict[Key, tuple["PartitionState", int]]
 
 @dataclass(frozen=True)
 class FetchCommand:
-    op: str  # "assign", "seek", "unassign", "pause", "resume", "commit"
+    op: str  # "assign", "seek", "unassign", "pause", "resume"
     key: Key
-    state: PartitionState | None  # None only for "commit" (a mirror of a landed offset)
+    state: PartitionState
     offset: int = -1
 
 
@@ -65,8 +65,6 @@ class FetchCommands:
     def applicable(self, command: FetchCommand) -> bool:
         """Whether the command is for the partition's current state (an unassign also when
         the partition has none any more)."""
-        if command.state is None:
-            return True
         current = self._current(command.key)
         if command.op == "unassign":
             return current is None or current is command.state
@@ -86,7 +84,6 @@ class FetchCommands:
             if not self.applicable(command):
                 continue
             if command.op in ("assign", "seek"):
-                assert command.state is not None
                 positions[command.key] = (command.state, command.offset)
                 self._retries.pop(command.key, None)  # a newer position replaces a retry
                 continue

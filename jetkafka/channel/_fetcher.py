@@ -2,20 +2,22 @@
 
 Only the fetcher thread calls the fetching consumer (librdkafka's Python binding hangs when
 one consumer is called from a second thread while ``consume`` runs); other threads post
-commands (assign, unassign, seek, pause, resume, mirror commits), each for one lease of a
-partition (:mod:`jetkafka.channel._fetch_commands`), that it applies between polls, and read
+commands (assign, unassign, seek, pause, resume), each for one lease of a partition
+(:mod:`jetkafka.channel._fetch_commands`), that it applies between polls, and read
 metadata and watermarks through a second, idle consumer. Messages are routed to their
 partition's bounded buffer. While the buffers together stay within the channel's budget the
 fetcher polls; a partition beyond its share while others want room stops fetching, and gives
 back what it borrowed once the budget is spent (:mod:`jetkafka.channel._shares`), so one
 partition that does not drain never holds back another; a large backlog costs at most the
 budget (``buffer_max_events`` / ``buffer_max_bytes`` per owned partition) plus librdkafka's
-own read-ahead queue (``queued.max.messages.kbytes``).
+own read-ahead queue (``queued.max.messages.kbytes``). With ``channel.commit_to_kafka`` it
+also sends the offset mirror's commits, between polls too (:mod:`jetkafka.channel._mirror_sender`).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -30,10 +32,12 @@ from jetkafka.channel._broker_metadata import BrokerMetadata
 from jetkafka.channel._budget import BufferBudget
 from jetkafka.channel._fetch_commands import RETRY_S, FetchCommand, FetchCommands, Positions
 from jetkafka.channel._log_ends import LogEndWatch
+from jetkafka.channel._mirror_sender import MirrorSender
 from jetkafka.channel._pacing import LogEndPacing, may_resume
 from jetkafka.channel._partition import PartitionState
 from jetkafka.channel._shares import CHECK_S, BufferShares
 from jetkafka.events import Key
+from jetkafka.kafka_groups._mirror import OffsetMirror
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +105,7 @@ class Fetcher:
         partitions: Callable[[], Iterable[PartitionState]] = tuple,
         gave_back: Callable[[Key, int], None] | None = None,
         log_end_pace_ms: int = 0,
+        mirror: OffsetMirror | None = None,
     ) -> None:
         self._conf = consumer_config(kafka, group)
         self.pacing = LogEndPacing(log_end_pace_ms)
@@ -109,9 +114,16 @@ class Fetcher:
         # Client-wide errors (every broker down) reach no message: librdkafka hands them to
         # this callback, on the fetching thread, inside consume().
         fetch_conf["error_cb"] = self._client_error
+        # commit_to_kafka: the mirror's commits go out on this consumer; their answers come to
+        # on_commit, also inside consume().
+        self._mirror = None if mirror is None else MirrorSender(mirror, str(self._conf["group.id"]))
+        if self._mirror is not None:
+            fetch_conf["on_commit"] = self._mirror.on_commit
         self.unreachable_since: float | None = None
         wrap = wrap_consumer or _as_is
         self.consumer = wrap(Consumer(fetch_conf, logger=librdkafka_logger()), "fetch")
+        if self._mirror is not None:
+            self._mirror.consumer = self.consumer
         self.metadata = BrokerMetadata(
             wrap(Consumer(self._conf, logger=librdkafka_logger()), "metadata"),
             str(self._conf.get("bootstrap.servers", "?")),
@@ -168,8 +180,10 @@ class Fetcher:
         self._commands.post([FetchCommand("resume", state.key, state)])
 
     def mirror_commit(self, key: Key, offset: int) -> None:
-        """Copy a committed offset to Kafka's group offsets, for standard lag tools."""
-        self._commands.post([FetchCommand("commit", key, None, offset)])
+        """Copy a landed commit to Kafka's group offsets, for standard lag tools: sent by the
+        fetcher thread, merged with the partition's next ones within ``commit_interval_ms``."""
+        if self._mirror is not None:
+            self._mirror.mirror.offer(key, offset)
 
     # -- the fetcher thread ----------------------------------------------------------------
 
@@ -188,7 +202,11 @@ class Fetcher:
 
     def _run(self) -> None:
         consume = self.consumer.consume
+        mirror = self._mirror
         while not self._stop.is_set():
+            mirror_due = math.inf  # when the mirror's next commit is due (monotonic)
+            if mirror is not None:
+                mirror_due = mirror.send_due(time.monotonic())
             if self._assigned or self._commands.retries_waiting:
                 self._apply_commands()
                 # Not while the budget is spent: the fetcher does not poll then, so a resumed
@@ -203,11 +221,11 @@ class Fetcher:
                 timeout = _POLL_S if now >= self.pacing.watch_until else pacing.POLL_S
                 # At least 1 ms: the binding truncates to whole milliseconds, and a 0 would
                 # spin until the rest's end.
-                timeout = max(pacing.POLL_S, min(timeout, self.pacing.next_due - now))
+                timeout = max(pacing.POLL_S, min(timeout, self.pacing.next_due - now, mirror_due - now))
             else:
                 # Nothing to fetch: wait for a command rather than in consume(), so the first
-                # assignment is applied the moment it is posted.
-                first = self._commands.wait(_IDLE_WAIT_S)
+                # assignment is applied the moment it is posted (or the next mirror commit is due).
+                first = self._commands.wait(max(0.0, min(_IDLE_WAIT_S, mirror_due - time.monotonic())))
                 if first is not None:
                     self._apply_commands(first)
                     continue
@@ -221,6 +239,8 @@ class Fetcher:
             if msgs:
                 self.unreachable_since = None
                 self._route(msgs)
+        if mirror is not None:
+            mirror.flush_at_stop()
 
     def _client_error(self, err: KafkaError) -> None:
         # When librdkafka last said that no broker could be reached, until a message comes again.
@@ -399,7 +419,12 @@ class Fetcher:
             log.warning("Kafka error%s: %s", f" on {key[0]}[{key[1]}]" if key else "", err.str())
 
     def _apply_commands(self, first: list[FetchCommand] | None = None) -> None:
-        for step in self._commands.steps(first):
+        steps = list(self._commands.steps(first))
+        if self._mirror is not None:  # a partition's last commit leaves before it is unassigned
+            released = [s.key for s in steps if isinstance(s, FetchCommand) and s.op == "unassign"]
+            if released:
+                self._mirror.send_before_unassign(released, time.monotonic())
+        for step in steps:
             if isinstance(step, dict):
                 # Consecutive (re)assignments reach librdkafka in one call, so its next fetch asks
                 # for all of them: a partition assigned alone is fetched alone, and a large answer
@@ -461,7 +486,7 @@ class Fetcher:
         log.debug("%s[%d]: fetching from offset %d", key[0], key[1], offset)
 
     def _apply(self, command: FetchCommand) -> None:
-        """Unassign, pause, resume or mirror a commit (assignments go through :meth:`_assign`)."""
+        """Unassign, pause or resume (assignments go through :meth:`_assign`)."""
         key, state, offset = command.key, command.state, command.offset
         part = TopicPartition(key[0], key[1])
         if command.op in ("unassign", "pause", "resume"):
@@ -473,7 +498,7 @@ class Fetcher:
                 self._topics_changed()
             elif command.op == "pause" and key in self._assigned:
                 self.consumer.pause([part])
-            elif command.op == "resume" and key in self._assigned and state is not None:
+            elif command.op == "resume" and key in self._assigned:
                 # Stay paused while the user paused it or its buffer still holds its share.
                 if state.paused or state.buffer.fetch_paused:
                     return
@@ -485,7 +510,5 @@ class Fetcher:
                     # The others may all rest (see _wake); a halted partition has no fetch to wake.
                     if self.pacing.enabled and not (state.halted or state.buffer.out_of_range):
                         self._wake(key, state)
-            elif command.op == "commit":
-                self.consumer.commit(offsets=[TopicPartition(key[0], key[1], offset)], asynchronous=True)
         except KafkaException as exc:
             log.error("%s[%d]: %s of offset %d failed: %s", key[0], key[1], command.op, offset, exc)

@@ -251,5 +251,7 @@ class HotDeploy:
             channel._queue.set_idle_ms(cfg.idle_ms)
         if channel._committer is not None:
             channel._committer.set_interval(cfg.commit_interval_ms / 1000)
+        if channel._mirror is not None:
+            channel._mirror.set_interval(cfg.commit_interval_ms / 1000)
         if channel._membership is not None:
             channel._membership.config = cfg

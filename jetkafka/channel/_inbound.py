@@ -52,6 +52,7 @@ from jetkafka.coordination._process_session import ProcessSession
 from jetkafka.coordination._registry import new_consumer_id
 from jetkafka.errors import ConfigError, JetkafkaError
 from jetkafka.events import Key
+from jetkafka.kafka_groups._mirror import MirrorSnapshot, OffsetMirror
 from jetkafka.processors._base import BatchEventProcessor
 from jetkafka.processors._loading import load_processor
 
@@ -135,6 +136,8 @@ class InboundChannel:
         self._membership: GroupMembership | None = None
         self._runner: BatchRunner | None = None
         self._committer: PartitionCommitter | None = None
+        # commit_to_kafka: one for the channel object, so its counters outlive a resubscribe.
+        self._mirror: OffsetMirror | None = None
         self._workers: list[threading.Thread] = []
         self._workers_stop = threading.Event()  # one per start: an ended start's workers may go on
         self._ended: list[EndedStart] = []  # ended starts still handing partitions over
@@ -185,6 +188,10 @@ class InboundChannel:
         try:
             self._queue = PartitionQueue(cfg.idle_ms)
             self._budget = BufferBudget(cfg.buffer_max_events, cfg.buffer_max_bytes)
+            if not cfg.commit_to_kafka:
+                self._mirror = None
+            elif self._mirror is None:
+                self._mirror = OffsetMirror(cfg.commit_interval_ms / 1000)
             self._fetcher = Fetcher(
                 self.config.kafka,
                 cfg.group,
@@ -196,6 +203,7 @@ class InboundChannel:
                 partitions=self._table.states,
                 gave_back=self.stats.gave_back,
                 log_end_pace_ms=cfg.log_end_pace_ms,
+                mirror=self._mirror,
             )
             self._membership = GroupMembership(
                 self._controller, cfg, self._leases, self.consumer_id, on_rebalance=self.stats.rebalanced
@@ -520,6 +528,10 @@ class InboundChannel:
 
     def record_commit(self, key: Key, offset: int) -> None:
         self._committed(key, offset)
+
+    def kafka_mirror(self) -> MirrorSnapshot | None:
+        mirror = self._mirror
+        return None if mirror is None else mirror.snapshot()
 
     def _started_controller(self) -> ProcessSession:
         if self._controller is None:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from jetkafka.coordination._membership import GroupMembership
     from jetkafka.coordination._process_session import ProcessSession
     from jetkafka.events import Key
+    from jetkafka.kafka_groups._mirror import OffsetMirror
     from jetkafka.processors._base import BatchEventProcessor
 
 
@@ -47,6 +48,8 @@ class ChannelInternals(Protocol):
     _committer: PartitionCommitter | None
     _runner: BatchRunner | None
     _budget: BufferBudget
+    # commit_to_kafka's bookkeeping: kept across starts (None while the mirror is off).
+    _mirror: OffsetMirror | None
 
     @property
     def running(self) -> bool: ...

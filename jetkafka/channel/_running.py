@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from jetkafka.coordination._ownership import Lease
     from jetkafka.coordination._paths import GroupPaths
     from jetkafka.events import Key
+    from jetkafka.kafka_groups._mirror import MirrorSnapshot
 
 
 class RunningChannel(Protocol):
@@ -113,6 +114,10 @@ class RunningChannel(Protocol):
     def record_commit(self, key: Key, offset: int) -> None:
         """Count a commit an add-on made itself (under the partition's lease) and mirror it to
         Kafka when ``channel.commit_to_kafka`` is set, as the channel does for its own."""
+
+    def kafka_mirror(self) -> MirrorSnapshot | None:
+        """The figures of the offset mirror to Kafka's group offsets (``channel.commit_to_kafka``):
+        how far Kafka's copy trails, requests sent, failures; None when the mirror is off."""
 
     def commit_many(
         self,

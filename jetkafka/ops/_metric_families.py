@@ -18,6 +18,7 @@ from __future__ import annotations
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from jetkafka.channel._stats import LOSS_REASONS, REFUSAL_CAUSES
+from jetkafka.kafka_groups._mirror_failures import KNOWN_FAILURE_REASONS
 from jetkafka.ops._micro_batch_reports import PHASES as MICRO_BATCH_PHASES
 from jetkafka.processors._base import ResponseKind
 
@@ -65,6 +66,7 @@ KNOWN_LABEL_VALUES: dict[str, dict[str, tuple[str, ...]]] = {
     "zookeeper": {"state": ZOOKEEPER_STATES},
     "mb_phase_seconds": {"phase": MICRO_BATCH_PHASES},
     "mb_last_seconds": {"phase": MICRO_BATCH_PHASES},
+    "mirror_failures": {"reason": KNOWN_FAILURE_REASONS},
 }
 
 _P, _I = PARTITION_LABELS, INSTANCE_LABELS
@@ -242,6 +244,40 @@ FAMILIES: dict[str, tuple[FamilyClass, str, str, tuple[str, ...]]] = {
         "jetkafka_group_owned_partitions",
         "Partitions of the topic with an owner in ZooKeeper, any instance (last look-up); the same on every instance.",
         TOPIC_LABELS,
+    ),
+    # The offset mirror to Kafka's group offsets (exported by channels with commit_to_kafka).
+    "mirror_trail": (
+        GaugeMetricFamily,
+        "jetkafka_kafka_mirror_trail_seconds",
+        (
+            "commit_to_kafka: age of the partition's oldest commit landed in ZooKeeper and not yet confirmed in "
+            "Kafka's group offsets (kafka.group.id); 0 when Kafka's copy is caught up."
+        ),
+        _P,
+    ),
+    "mirror_behind": (
+        GaugeMetricFamily,
+        "jetkafka_kafka_mirror_behind_offsets",
+        (
+            "commit_to_kafka: the partition's newest landed commit minus the newest offset Kafka confirmed; 0 when "
+            "caught up, negative while a reset that moved it back is not copied yet; absent before Kafka confirmed any."
+        ),
+        _P,
+    ),
+    "mirror_commits": (
+        CounterMetricFamily,
+        "jetkafka_kafka_mirror_commits",
+        "commit_to_kafka: OffsetCommit requests sent to mirror landed commits (each carries every partition due).",
+        _I,
+    ),
+    "mirror_failures": (
+        CounterMetricFamily,
+        "jetkafka_kafka_mirror_failures",
+        (
+            "commit_to_kafka: mirror commit requests Kafka refused, by reason (the error's name: "
+            "GROUP_AUTHORIZATION_FAILED, UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION, _TIMED_OUT, ...)."
+        ),
+        (*_I, "reason"),
     ),
     "build_info": (GaugeMetricFamily, "jetkafka_build_info", "Always 1; the jetkafka version as a label.", ("version",)),
     # The Spark processor's micro-batches (exported by instances running it).

@@ -45,6 +45,7 @@ from prometheus_client.registry import Collector
 
 from jetkafka.channel._stats import DurationHistogram, PartitionFigures
 from jetkafka.events import Key
+from jetkafka.kafka_groups._mirror import MirrorSnapshot
 from jetkafka.ops._lag_time import LagClock
 from jetkafka.ops._metric_families import FAMILIES, KNOWN_LABEL_VALUES, ZOOKEEPER_STATES
 from jetkafka.ops._micro_batch_reports import MicroBatchReport, ReportsMicroBatches
@@ -90,6 +91,7 @@ class ChannelView:
     # topic -> (partitions in Kafka, partitions with an owner in ZooKeeper), group-wide
     topics: dict[str, tuple[int, int]] = field(default_factory=dict)
     micro_batches: MicroBatchReport | None = None  # when the processor runs micro-batches
+    kafka_mirror: MirrorSnapshot | None = None  # with channel.commit_to_kafka
 
 
 class ChannelMetrics:
@@ -253,6 +255,7 @@ class ChannelMetrics:
             watermarks_updated=updated,
             topics=topics,
             micro_batches=_micro_batches(channel),
+            kafka_mirror=channel.kafka_mirror(),
         )
 
 
@@ -317,12 +320,16 @@ def _add(
             f["lag_seconds"].add_metric(labels, p.lag_seconds)
         failing = 0.0 if p.failing_since is None else max(0.0, now - p.failing_since)
         f["failing_seconds"].add_metric(labels, failing)
+        if view.kafka_mirror is not None:
+            _add_mirror(f, view.kafka_mirror, p.key, labels)
         # Recovery series exist for partitions that had anything to do with recovery here.
         if p.figures.recovery_remaining is not None or p.figures.recovered or p.figures.recovery_lost:
             f["recovered"].add_metric(labels, p.figures.recovered)
             f["recovery_remaining"].add_metric(labels, p.figures.recovery_remaining or 0)
             for reason, n in _with_known("recovery_lost", "reason", p.figures.recovery_lost):
                 f["recovery_lost"].add_metric([*labels, reason], n)
+    if view.kafka_mirror is not None:
+        _add_mirror_counters(f, view.kafka_mirror, instance)
     f["owned"].add_metric(instance, len(view.partitions))
     f["recovery_active"].add_metric(instance, sum(1 for p in view.partitions if p.figures.recovery_remaining))
     f["paused_partitions"].add_metric(instance, sum(1 for p in view.partitions if p.paused))
@@ -357,6 +364,21 @@ def _add(
             seen_topics.add((view.group, topic))
             f["group_partitions"].add_metric([view.group, topic], count)
             f["group_owned"].add_metric([view.group, topic], owned)
+
+
+def _add_mirror(f: dict[str, Any], mirror: MirrorSnapshot, key: Key, labels: list[str]) -> None:
+    """The offset mirror's figures of one held partition (commit_to_kafka); a partition with no
+    commit offered yet trails by 0, and how many offsets is not known."""
+    figures = mirror.partitions.get(key)
+    f["mirror_trail"].add_metric(labels, 0.0 if figures is None else figures.trail_seconds)
+    if figures is not None and figures.behind_offsets is not None:
+        f["mirror_behind"].add_metric(labels, figures.behind_offsets)
+
+
+def _add_mirror_counters(f: dict[str, Any], mirror: MirrorSnapshot, instance: list[str]) -> None:
+    f["mirror_commits"].add_metric(instance, mirror.commits_sent)
+    for reason, n in _with_known("mirror_failures", "reason", mirror.failures):
+        f["mirror_failures"].add_metric([*instance, reason], n)
 
 
 class JetkafkaCollector(Collector):

@@ -11,6 +11,8 @@ from prometheus_client.core import Metric
 import jetkafka
 from jetkafka.channel._stats import DurationHistogram, PartitionFigures
 from jetkafka.coordination._membership import reason_label
+from jetkafka.kafka_groups._mirror import MirroredPartition, MirrorSnapshot
+from jetkafka.kafka_groups._mirror_failures import KNOWN_FAILURE_REASONS
 from jetkafka.ops._metric_families import ERROR_KINDS, FAMILIES, KNOWN_LABEL_VALUES, REBALANCE_REASONS
 from jetkafka.ops._metrics import ChannelView, JetkafkaCollector, PartitionView, build_version
 
@@ -125,3 +127,35 @@ def test_every_family_with_known_values_exists() -> None:
     for key, labels in KNOWN_LABEL_VALUES.items():
         assert set(labels) <= set(FAMILIES[key][3]), key
 
+
+
+MIRROR_FAMILIES = (
+    "jetkafka_kafka_mirror_trail_seconds",
+    "jetkafka_kafka_mirror_behind_offsets",
+    "jetkafka_kafka_mirror_commits",
+    "jetkafka_kafka_mirror_failures",
+)
+
+
+def test_the_kafka_mirror_families_are_there_with_commit_to_kafka_only() -> None:
+    figures = PartitionFigures(0, {}, {}, DurationHistogram())
+    held = [PartitionView(("t", 0), 17, False, figures, None), PartitionView(("t", 1), 3, False, figures, None)]
+    mirror = MirrorSnapshot(
+        # t[1] has had no commit offered yet; t[9] is not held here (released, answer pending).
+        {("t", 0): MirroredPartition(2.5, 7, 17, 10), ("t", 9): MirroredPartition(9.0, 1, 5, 4)},
+        commits_sent=4,
+        partitions_sent=6,
+        failures={"UNKNOWN_MEMBER_ID": 2, "SOME_NEW_REASON": 1},
+    )
+    families = collect(channel_view(partitions=held, kafka_mirror=mirror))
+    p0, p1 = ({("group", "g"), ("topic", "t"), ("partition", str(p))} for p in (0, 1))
+    assert samples(families["jetkafka_kafka_mirror_trail_seconds"]) == {frozenset(p0): 2.5, frozenset(p1): 0.0}
+    assert samples(families["jetkafka_kafka_mirror_behind_offsets"]) == {frozenset(p0): 7.0}
+    instance = {("group", "g"), ("consumer", "c1")}
+    assert samples(families["jetkafka_kafka_mirror_commits"]) == {frozenset(instance): 4.0}
+    failures = {dict(ls)["reason"]: v for ls, v in samples(families["jetkafka_kafka_mirror_failures"]).items()}
+    assert failures == {**dict.fromkeys(KNOWN_FAILURE_REASONS, 0.0), "UNKNOWN_MEMBER_ID": 2.0, "SOME_NEW_REASON": 1.0}
+    assert {"GROUP_AUTHORIZATION_FAILED", "UNSUPPORTED_VERSION", "_TIMED_OUT"} <= set(KNOWN_FAILURE_REASONS)
+
+    without = collect(channel_view(partitions=held))
+    assert all(samples(without[name]) == {} for name in MIRROR_FAMILIES)

@@ -268,6 +268,28 @@ ALERT_CASES: list[dict[str, Any]] = [
             },
         ],
     },
+    {
+        "input_series": [
+            # commit_to_kafka refused from minute 3 on: the oldest unconfirmed commit ages; partition 1
+            # trails by a commit interval now and then, as it normally does.
+            {"series": 'jetkafka_kafka_mirror_trail_seconds{group="g",topic="t",partition="0"}', "values": "0x2 0+60x27"},
+            {"series": 'jetkafka_kafka_mirror_trail_seconds{group="g",topic="t",partition="1"}', "values": "0.1 0x29"},
+        ],
+        "alert_rule_test": [
+            {"eval_time": "6m", "alertname": "JetkafkaKafkaMirrorTrailing", "exp_alerts": []},  # over 60 s, not 5m yet
+            {
+                "eval_time": "10m",
+                "alertname": "JetkafkaKafkaMirrorTrailing",
+                "exp_alerts": [
+                    firing(
+                        "JetkafkaKafkaMirrorTrailing",
+                        {"group": "g", "topic": "t", "partition": "0", "severity": "warning"},
+                        "Kafka's copy of g's offset of t[0] trails by 7m 0s",
+                    )
+                ],
+            },
+        ],
+    },
 ]
 
 
