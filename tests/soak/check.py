@@ -7,7 +7,8 @@ Parquet output: each row is placed at the time and process of the last write of 
 (``S`` lines), which is the write that produced the row the output holds. In a dispatcher run
 they are the requests the subscriber answered 2xx (``subscriber.log``), each placed in the hold
 whose fencing token it carried; the requests it refused on purpose are the run's injected
-failures. The guarantee judged against is the mode's, with the parameters the run recorded.
+failures. The guarantee judged against is the mode's, with the parameters the run recorded. A
+run with ``commit_to_kafka`` has its offset mirror judged too (:mod:`tests.soak.mirror`).
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ from tests.soak.history import (
     read_acks,
     read_events,
     read_faults,
+    read_mirror,
     read_output_rows,
     read_requests,
 )
+from tests.soak.mirror import judge_mirror
 from tests.soak.report import Report, format_table
 from tests.support.zk_txnlog import read_txn_logs
 
@@ -247,6 +250,11 @@ def judge(run_dir: Path) -> Report:
             who = f"{names.get(str(pid), '?')} (pid {pid})" if pid else "nobody"
             stuck.append(f"[{p}] committed {done} of {high}, held by {who}")
         report.notes.append("not committed to the end after the drain: " + "; ".join(stuck))
+    if (info.get("settings") or {}).get("commit_to_kafka"):
+        names = {pid: name for name, pid in (info.get("processes") or {}).items()}
+        partitions = range(int(info["partitions"]))
+        report.mirror = judge_mirror(read_mirror(run_dir / "mirror.tsv"), zk, info["topic"], partitions, names)
+        report.problems += report.mirror.problems
     for fault in read_faults(run_dir / "faults.json"):
         if "error" in fault.detail:
             report.problems.append(f"fault {fault.kind} at {fault.start:.3f} did not run as planned: {fault.detail['error']}")

@@ -19,6 +19,9 @@ The run, in order:
    the producer stopped, then the group is given ``drain_timeout_s`` to commit every partition
    to its end and to recover every recovery range;
 4. every process is stopped with SIGTERM and ZooKeeper cleanly, so its log is complete;
+   with ``commit_to_kafka`` (every mode's default), Kafka's copy of the group's offsets,
+   polled ten times a second all along (:mod:`tests.soak.mirror_watch`), is read once more
+   in between, once every member stopped;
 5. the checker (:mod:`tests.soak.checker`) judges the history against the mode's guarantee
    (:mod:`tests.soak.guarantee`); ``report.json`` and ``report.txt`` are written to the run
    directory.
@@ -27,7 +30,8 @@ Everything the checker reads stays in the run directory (see :mod:`tests.soak.hi
 run can be judged again with ``python -m tests.soak.check RUN_DIR``.
 
 Threads: the harness runs on one thread (it must be the one that started the servers);
-the producer has its own, and the subscriber answers on the HTTP server's threads.
+the producer and the mirror watch have their own, and the subscriber answers on the HTTP
+server's threads.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from tests.soak.cluster import SoakCluster
 from tests.soak.faults import Chaos, FaultTiming, Settings
 from tests.soak.history import Fault, write_acks, write_faults
 from tests.soak.members import Folder, MemberPool
+from tests.soak.mirror_watch import MirrorWatch
 from tests.soak.modes import ModeSettings, member_config, neighbour_config
 from tests.soak.producer import SoakProducer
 from tests.soak.report import Report
@@ -135,6 +140,7 @@ def run_soak(options: SoakOptions, run_dir: Path) -> Report:
     pool = None
     producer = None
     subscriber = None
+    watch = None
     faults: list[Fault] = []
     info: dict[str, Any] = {
         **asdict(options), "topic": topic, "group": GROUP, "chroot": CHROOT, "started": started,
@@ -149,6 +155,10 @@ def run_soak(options: SoakOptions, run_dir: Path) -> Report:
             zk=f"{cluster.zk_address}{CHROOT}", kafka=cluster.kafka, topic=topic, group=GROUP, run_dir=run_dir,
             settings=options.settings, subscriber_url=subscriber.url if subscriber is not None else None,
         )
+        if options.settings.commit_to_kafka:  # the group id the members mirror to, as jetkafka names it
+            mirror_group = str(config["kafka"].get("group.id") or f"jetkafka.{GROUP}")
+            watch = MirrorWatch(cluster.kafka, mirror_group, topic, options.partitions, run_dir / "mirror.tsv")
+            watch.start()
         operator = run_dir / "operator.yaml"
         operator.write_text(yaml.safe_dump(config))
         folder = neighbour = None
@@ -211,7 +221,11 @@ def run_soak(options: SoakOptions, run_dir: Path) -> Report:
         info["final_view"] = {k: {str(a): b for a, b in v.items()} for k, v in cluster.group_view(CHROOT, GROUP, topic).items()}
         info["processes"] = {m.name: m.pid for m in pool.members}
         info["exit_codes"] = pool.terminate_all()
+        if watch is not None:
+            info["mirror"] = watch.final()
     finally:
+        if watch is not None:
+            watch.close()
         if producer is not None:
             producer.close()  # after a failure above; a no-op after stop()
         if pool is not None:

@@ -23,6 +23,11 @@ A run directory holds:
 ``subscriber.log`` (dispatcher runs)
     every request the run's HTTP subscriber received (:mod:`tests.soak.subscriber`): the
     delivery log of a dispatcher run, where the event log holds nothing.
+``mirror.tsv`` (runs with ``channel.commit_to_kafka``)
+    Kafka's committed offsets of the mirror group as a lag tool reads them
+    (:mod:`tests.soak.mirror_watch`): ``O <time> <partition> <offset>`` per partition of each
+    poll's answer, ``F`` the same for the read after every member stopped, ``X <time> <reason>``
+    a poll that failed; ``<time>`` is when the answer came.
 
 Nothing here interprets the data: that is :mod:`tests.soak.checker`'s work.
 """
@@ -237,3 +242,40 @@ def read_output_rows(path: str | Path) -> list[tuple[int, int, str, int, int]]:
     )
     columns = [table.column(c).to_pylist() for c in ("id", "batch_id", "topic", "partition", "offset")]
     return [(int(i), int(b), str(t), int(p), int(o)) for i, b, t, p, o in zip(*columns, strict=True)]
+
+
+@dataclass(frozen=True, slots=True)
+class MirrorObservation:
+    """Kafka's committed offset of one partition of the mirror group, as read at ``at``."""
+
+    at: float
+    partition: int
+    offset: int
+    final: bool = False  # the read after every member stopped
+
+
+@dataclass
+class MirrorLog:
+    observations: list[MirrorObservation] = field(default_factory=list)
+    failed_polls: list[tuple[float, str]] = field(default_factory=list)
+
+
+def mirror_line(kind: str, at: float, partition: int, offset: int) -> str:
+    """One line of ``mirror.tsv``: ``kind`` ``O`` (a poll) or ``F`` (the final read)."""
+    return f"{kind}\t{at:.6f}\t{partition}\t{offset}\n"
+
+
+def read_mirror(path: str | Path) -> MirrorLog:
+    """Every complete line of ``mirror.tsv``, in the order the watch wrote them."""
+    out = MirrorLog()
+    for _seq, line, fields in _lines(path):
+        if not line.endswith("\n") or not fields:
+            continue
+        try:
+            if fields[0] in ("O", "F") and len(fields) == 4:
+                out.observations.append(MirrorObservation(float(fields[1]), int(fields[2]), int(fields[3]), fields[0] == "F"))
+            elif fields[0] == "X" and len(fields) >= 2:
+                out.failed_polls.append((float(fields[1]), " ".join(fields[2:])))
+        except ValueError:
+            continue
+    return out

@@ -54,6 +54,10 @@ class ModeSettings:
     recovery_batch_max_events: int = 20
     recovery_max_rate: int = 40
     dispatcher_batch_max_events: int = 20
+    # The offset mirror to Kafka's group offsets, for lag tools: on in every run, so that it
+    # meets every fault; the harness watches the copy (tests.soak.mirror_watch) and the
+    # checker judges it (tests.soak.mirror).
+    commit_to_kafka: bool = True
 
     def guarantee_params(self, mode: str, session_timeout_s: float) -> dict[str, Any]:
         """What :func:`tests.soak.guarantee.guarantee_for` needs, as the members were configured."""
@@ -101,6 +105,7 @@ def member_config(
             "error_backoff_max_ms": 2000,
             "shutdown_timeout_s": settings.shutdown_timeout_s,
             "commit_interval_ms": settings.commit_interval_ms,
+            "commit_to_kafka": settings.commit_to_kafka,
         },
         "logging": {"level": "INFO"},
     }

@@ -4,14 +4,18 @@ A :class:`Finding` is a count with a few examples; a :class:`Cause` says what a 
 duplicate is attributed to and whether the guarantees allow it; a :class:`Wait` is a
 partition's longest wait (:mod:`tests.soak.isolation`). :class:`Report` holds every finding of
 one run: its ``violations`` are the findings the guarantees do not allow, and its ``problems``
-what made the run itself invalid.
+what made the run itself invalid. The offset mirror's verdict, in a run with
+``commit_to_kafka``, is :class:`tests.soak.mirror.MirrorVerdict`.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # mirror.py builds on this module's Finding
+    from tests.soak.mirror import MirrorVerdict
 
 EXAMPLES = 8
 
@@ -78,6 +82,9 @@ class Report:
     # What makes the run itself invalid (the producer died, a process never stopped): not a
     # violation of jetkafka's guarantees, but the run proves nothing until it is fixed.
     problems: list[str] = field(default_factory=list)
+    # Kafka's copy of the group's offsets against ZooKeeper's (channel.commit_to_kafka): None
+    # in a run without the mirror.
+    mirror: MirrorVerdict | None = None
 
     @property
     def violations(self) -> int:
@@ -92,6 +99,7 @@ class Report:
             + self.held_back.count
             + self.overlapping.count
             + self.disturbed.count
+            + (self.mirror.violations if self.mirror is not None else 0)
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -118,6 +126,7 @@ class Report:
             "two_batches_at_once": vars(self.overlapping),
             "disturbed_by_a_neighbour": vars(self.disturbed),
             "longest_waits": {str(p): w.as_dict() for p, w in sorted(self.waits.items())},
+            "mirror": self.mirror.as_dict() if self.mirror is not None else None,
             "expired_sessions": self.expired_sessions,
             "notes": self.notes,
             "problems": self.problems,
@@ -140,10 +149,14 @@ def format_table(report: Report) -> str:
     rows.append(("held back", "-", "waited near as long as a partition held back on purpose", "NO", str(report.held_back.count)))
     rows.append(("two batches at once", "-", "one partition's batches in hand together in a process", "NO", str(report.overlapping.count)))
     rows.append(("disturbed", "-", "the group moved or held back by a neighbour's file", "NO", str(report.disturbed.count)))
+    if report.mirror is not None:
+        rows += report.mirror.rows()
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines += format_waits(report)
+    if report.mirror is not None:
+        lines += ["", *report.mirror.lines()]
     summary = ", ".join(f"{k} {v}" for k, v in report.events.items())
     faults = ", ".join(f"{k} {v}" for k, v in report.faults.items())
     verdict = "OK" if report.violations == 0 else f"{report.violations} VIOLATION(S)"

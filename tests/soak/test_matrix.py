@@ -21,8 +21,10 @@ Asserted: the checker (:mod:`tests.soak.checker`) counts every acknowledged even
 loss and no duplicate beyond what the row's guarantee allows for the fault that caused it
 (:mod:`tests.soak.guarantee`), nothing out of order within a hold, no foreign commit, no offset
 gone back, no partition left without an owner, no member logging one error over and over (a
-loop); every kind of fault ran (and failed none), and the row's own mechanism was exercised
-(recovery batches delivered, the subscriber reached).
+loop); the offset mirror to Kafka (``commit_to_kafka``, on in every row) never ahead of
+ZooKeeper, never back without ZooKeeper going back, equal to it once the group stopped
+(:mod:`tests.soak.mirror`); every kind of fault ran (and failed none), and the row's own
+mechanism was exercised (recovery batches delivered, the subscriber reached).
 Each test prints the checker's table and the row as a matrix line per fault.
 
 The row of subscriptions (:data:`tests.soak.schedule.SUBSCRIPTIONS_ORDER`) runs every member as
