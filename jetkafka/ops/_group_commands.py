@@ -198,8 +198,9 @@ def cmd_offsets_import(args: argparse.Namespace) -> int:
     from jetkafka.ops._offsets_file import read_offsets_file
 
     if (args.file is None) == (args.from_kafka_group is None):
+        given = "both a FILE and --from-kafka-group" if args.file is not None else "neither a FILE nor --from-kafka-group"
         raise JetkafkaError(
-            "give the offsets to import: a FILE made by `jetkafka offsets export`, or --from-kafka-group G (not both)"
+            f"{given} given: give one, a FILE made by `jetkafka offsets export` or --from-kafka-group G"
         )
     config = load_command_config(args)
     group = _group(args, config.channel.group)
