@@ -212,10 +212,19 @@ class Fetcher:
         self._log_ends.stop()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        elif self._mirror is not None:  # never started: its consumer is closed here
+            self._mirror.close(lambda key: False, wait_s=0)
         self.consumer.close()
         self.metadata.close()
 
     def _run(self) -> None:
+        try:
+            self._fetch()
+        finally:
+            if self._mirror is not None:
+                self._mirror.close(self._holds)
+
+    def _fetch(self) -> None:
         consume = self.consumer.consume
         mirror = self._mirror
         while not self._stop.is_set():
@@ -257,8 +266,6 @@ class Fetcher:
             if msgs:
                 self.unreachable_since = None
                 self._route(msgs)
-        if mirror is not None:
-            mirror.close(self._holds)
 
     def _client_error(self, err: KafkaError) -> None:
         # When librdkafka last said that no broker could be reached, until a message comes again.
@@ -445,6 +452,9 @@ class Fetcher:
                 lost = [s.key for s in unassigned if s.state.lost_reason]
                 self._mirror.send_before_unassign(released, lost, time.monotonic())
         for step in steps:
+            if isinstance(step, dict) and self._mirror is not None:
+                for key, (state, _) in step.items():
+                    self._mirror.adopt(key, state, state.committed)
             if isinstance(step, dict):
                 # Consecutive (re)assignments reach librdkafka in one call, so its next fetch asks
                 # for all of them: a partition assigned alone is fetched alone, and a large answer

@@ -68,6 +68,8 @@ class MirrorSender:
         self._may_send = may_send or (lambda: True)
         self._holds = holds or (lambda key: True)
         self._awaiting = 0  # requests sent and not answered yet
+        self._closed = False  # answers served by close() itself are not counted
+        self._leases: dict[Key, object] = {}  # the state each partition was last assigned with
         self._flush_requested = threading.Event()
         self._flushed = threading.Event()
 
@@ -92,6 +94,15 @@ class MirrorSender:
                 self.consumer.consume(num_messages=1, timeout=0)
             except KafkaException as exc:
                 log.debug("commit_to_kafka: serving the answers of group %s failed: %s", self.group_id, exc)
+
+    def adopt(self, key: Key, state: object, committed: int | None) -> None:
+        """``key`` is assigned for ``state``: if that is a new lease, an offer left unsent by an
+        earlier lease of it (lost, or given up before it was adopted) is replaced by the new
+        lease's committed offset, ZooKeeper's at the take-over, so no older copy is sent now."""
+        if self._leases.get(key) is state:
+            return  # a seek of the same lease
+        self._leases[key] = state
+        self.mirror.adopt(key, committed)
 
     def send_due(self, now: float) -> float:
         """Serve answers, then send every offset due now of the partitions held, in one
@@ -135,10 +146,14 @@ class MirrorSender:
         deadline = time.monotonic() + wait_s
         if self._may_send():
             self._send(self.mirror.flush_all(self._holds))
-        while time.monotonic() < deadline and (self._awaiting or self.mirror.pending()):
-            self.send_due(time.monotonic())
-            self.consumer.consume(num_messages=1, timeout=0.05)
-        self._flushed.set()
+        try:
+            while time.monotonic() < deadline and (self._awaiting or self.mirror.pending(self._holds)):
+                self.send_due(time.monotonic())
+                self.consumer.consume(num_messages=1, timeout=0.05)
+        except KafkaException as exc:
+            log.warning("commit_to_kafka: sending the last mirrored offsets of group %s failed: %s", self.group_id, exc)
+        finally:
+            self._flushed.set()
 
     def close(self, holds: Callable[[Key], bool], wait_s: float = STOP_WAIT_S) -> None:
         """The fetcher stops (the session may be closed already: nothing more is sent): serve
@@ -151,16 +166,20 @@ class MirrorSender:
                 self.consumer.consume(num_messages=1, timeout=0.05)
         except KafkaException as exc:
             log.warning("commit_to_kafka: waiting for the last mirrored offsets of group %s failed: %s", self.group_id, exc)
-        left = {**self.mirror.in_flight(), **{k: o for k, o in self.mirror.pending().items() if not holds(k)}}
-        if left:
-            log.warning(
-                "commit_to_kafka: mirrored offsets %s of group %s not confirmed by the broker at the stop; Kafka's "
-                "copy may trail ZooKeeper's until these partitions commit again",
-                ", ".join(f"{t}[{p}]@{o}" for (t, p), o in sorted(left.items())),
-                self.group_id,
-            )
+        unanswered = self.mirror.in_flight()
+        unsent = {k: o for k, o in self.mirror.pending().items() if not holds(k) and k not in unanswered}
+        for left, what in ((unanswered, "not answered by the broker"), (unsent, "not sent (partitions released or lost)")):
+            if left:
+                log.warning(
+                    "commit_to_kafka: mirrored offsets %s of group %s %s at the stop; Kafka's copy may trail "
+                    "ZooKeeper's until these partitions commit again",
+                    ", ".join(f"{t}[{p}]@{o}" for (t, p), o in sorted(left.items())),
+                    self.group_id,
+                    what,
+                )
         self.mirror.forget_all(holds)
         self._flushed.set()
+        self._closed = True
         try:
             self.consumer.close()
         except (KafkaException, RuntimeError) as exc:
@@ -181,6 +200,8 @@ class MirrorSender:
 
     def on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
         """librdkafka's answer to one commit request (on the fetcher thread, inside consume())."""
+        if self._closed:
+            return  # served by the consumer's close, after the mirror forgot this start's sends
         self._awaiting = max(0, self._awaiting - 1)
         ok: dict[Key, int] = {}
         failed: dict[str, tuple[dict[Key, int], str]] = {}

@@ -82,8 +82,9 @@ class KafkaGroupOffsets:
 
     def _consumer(self, group: str) -> Consumer:
         # Offsets are read and written through a consumer of the group that joins nothing (as
-        # the offset mirror does): librdkafka 2.x aborts the process when the admin client's
-        # ListConsumerGroupOffsets times out while the broker is down.
+        # the offset mirror does): librdkafka 2.x can abort the process when an admin request
+        # to a group coordinator (ListConsumerGroupOffsets, seen; DescribeConsumerGroups, the
+        # same path: state() and live(), used by the commands only) times out with the broker down.
         return Consumer({**self._conf, "group.id": group, "enable.auto.commit": False}, logger=log)
 
     def _failed(self, group: str, what: str, error: KafkaError | BaseException) -> KafkaGroupError:

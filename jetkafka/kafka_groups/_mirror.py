@@ -48,6 +48,8 @@ from jetkafka.events import Key
 # A failed send is tried again after at least this long (or the interval, if longer): a broker
 # that refuses every commit is asked once a second per partition, not once per interval.
 RETRY_S = 1.0
+# How often an offer of a partition not held (waiting for its unassign) is looked at again.
+NOT_HELD_RECHECK_S = 0.1
 
 
 @dataclass
@@ -156,7 +158,9 @@ class OffsetMirror:
                 if part.pending is None or part.released:
                     continue
                 if holds is not None and not holds(key):
-                    earliest = min(earliest, now + interval)
+                    # Waits for its unassign (or a new lease, see adopt); looked at again later,
+                    # never in a loop (an interval of 0).
+                    earliest = min(earliest, now + max(interval, NOT_HELD_RECHECK_S))
                     continue
                 if part.in_flight:
                     # One request in flight per partition: librdkafka may send a request again
@@ -191,10 +195,32 @@ class OffsetMirror:
                 if part.pending is not None and not part.released and not part.in_flight and holds(key)
             }
 
-    def pending(self) -> dict[Key, int]:
-        """The offsets offered and not sent yet."""
+    def pending(self, holds: Callable[[Key], bool] | None = None) -> dict[Key, int]:
+        """The offsets offered and not sent yet (of the partitions the instance ``holds``)."""
         with self._lock:
-            return {key: p.pending for key, p in self._partitions.items() if p.pending is not None}
+            return {
+                key: p.pending
+                for key, p in self._partitions.items()
+                if p.pending is not None and (holds is None or holds(key))
+            }
+
+    def adopt(self, key: Key, committed: int | None) -> None:
+        """A new lease of ``key`` starts here: an offer an earlier lease left unsent is
+        replaced by ``committed`` (ZooKeeper's offset at the take-over; dropped if None)."""
+        now = self._clock()
+        with self._lock:
+            part = self._partitions.get(key)
+            if part is None and committed is None:
+                return
+            if part is None:
+                part = self._partitions[key] = _PartitionMirror()
+            part.released = False
+            if committed is None:
+                part.pending = None
+            elif part.newest != committed or part.pending is not None:
+                part.pending = part.newest = committed
+                part.pending_since = now
+                self._earliest_due = min(self._earliest_due, part.due_at(self._interval_s))
 
     def next_due(self) -> float | None:
         """When the next pending offer becomes due (it may be earlier than that, never later:

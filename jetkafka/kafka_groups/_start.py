@@ -16,14 +16,11 @@ takes them again at a later rebalance.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from jetkafka.config import JetkafkaConfig
 from jetkafka.kafka_groups._group_offsets import KafkaGroupOffsets
-
-log = logging.getLogger("jetkafka.kafka_groups")
 
 KAFKA_GROUP = "kafka-group"
 
@@ -52,18 +49,10 @@ def kafka_group_starts(
 ) -> dict[int, GroupStart]:
     """Each partition's start: Kafka group ``group``'s committed offset, clamped into the log
     (``log_ends(earliest)`` gives the low or high watermarks), else the earliest offset."""
+    # No look at the group's state here (whether its application still runs): librdkafka 2.x
+    # can abort the process when an admin request to a group coordinator times out while the
+    # broker goes down, and this runs inside every instance. The commands warn instead.
     found = groups.committed(group, {topic: partitions})
-    live = groups.live(group)
-    if live is not None:
-        # Not refused (a trial run beside the application is legitimate), but never silent.
-        log.warning(
-            "%s%s: starting from Kafka group %s's offsets while that group is %s: its application still "
-            "consumes, so records after these offsets are processed by both; stop it for a clean switch-over",
-            topic,
-            sorted(partitions),
-            group,
-            live,
-        )
     low = log_ends(True)
     high = log_ends(False) if found else {}
     out = {}

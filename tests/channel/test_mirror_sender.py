@@ -193,7 +193,7 @@ def test_the_stop_waits_a_bounded_time_and_names_what_was_not_answered(
     sender.flush(wait_s=0.2)
     sender.close(lambda key: False, wait_s=0.2)
     assert consumer.requests == [[("t", 0, 12)]]
-    assert any("t[0]@12" in r.getMessage() and "not confirmed" in r.getMessage() for r in caplog.records)
+    assert any("t[0]@12" in r.getMessage() and "not answered by the broker" in r.getMessage() for r in caplog.records)
     assert sender.mirror.snapshot().partitions == {}  # forgotten: never answered now
 
 

@@ -255,3 +255,22 @@ def test_the_stop_keeps_only_the_offers_of_partitions_still_held(mirror: OffsetM
     mirror.forget_all(lambda key: key == A)
     assert mirror.pending() == {A: 11}
     assert mirror.due(clock.now) == {A: 11}  # the next start's fetcher sends it at once
+
+
+def test_a_new_lease_replaces_an_offer_an_earlier_lease_left_unsent(mirror: OffsetMirror, clock: Clock) -> None:
+    mirror.offer(A, 50)
+    assert mirror.due(clock.now) == {A: 50}
+    mirror.confirmed({A: 50})
+    mirror.offer(A, 60)  # landed, not sent: then the partition is lost, another owner goes to 90
+    assert mirror.due(clock.now, holds=lambda key: False) == {}
+    mirror.adopt(A, 90)  # taken back here at ZooKeeper's 90
+    clock.step(0.2)
+    assert mirror.due(clock.now) == {A: 90}  # never 60 after the other owner's copies
+
+
+def test_an_offer_not_held_is_looked_at_again_later_not_in_a_loop(clock: Clock) -> None:
+    mirror = OffsetMirror(0.0, clock=clock)  # commit_interval_ms 0
+    mirror.offer(A, 5)
+    assert mirror.due(clock.now, holds=lambda key: False) == {}
+    next_due = mirror.next_due()
+    assert next_due is not None and next_due >= clock.now + 0.1

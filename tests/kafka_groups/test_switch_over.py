@@ -9,12 +9,9 @@ jetkafka's landed, so the application could be started again in its place.
 
 from __future__ import annotations
 
-import logging
 import uuid
 from collections import Counter
 from typing import Any
-
-import pytest
 
 from tests.support.channels import RecordingProcessor, committed_offsets, make_channel, wait_until
 from tests.support.kafka_group_app import KafkaGroupApp
@@ -68,22 +65,3 @@ def test_switch_over_from_a_kafka_group_under_load(broker: tuple[str, dict[str, 
 
 
 
-
-def test_a_start_from_a_group_that_still_has_members_says_so(
-    tansu: dict[str, Any], zk_connect: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    topic = new_topic(tansu)
-    legacy = f"orders-app-{uuid.uuid4().hex[:6]}"
-    app = KafkaGroupApp(tansu, legacy, topic, PARTITIONS, subscribe=True, auto_offset_reset="earliest")
-    recorder = RecordingProcessor()
-    try:
-        assert app.assigned.wait(30), "the Kafka group app never got its partitions"
-        caplog.set_level(logging.WARNING, logger="jetkafka.kafka_groups")
-        with make_channel(
-            zk_connect, tansu, topic, recorder, group=f"orders-{uuid.uuid4().hex[:6]}", auto_offset_reset="kafka-group",
-            start_kafka_group=legacy,
-        ):
-            wait_until(lambda: "its application still consumes" in caplog.text, what="the warning")
-    finally:
-        app.close()
-    assert f"Kafka group {legacy}'s offsets while that group is STABLE" in caplog.text
