@@ -253,7 +253,10 @@ def judge(run_dir: Path) -> Report:
     if (info.get("settings") or {}).get("commit_to_kafka"):
         names = {pid: name for name, pid in (info.get("processes") or {}).items()}
         partitions = range(int(info["partitions"]))
-        report.mirror = judge_mirror(read_mirror(run_dir / "mirror.tsv"), zk, info["topic"], partitions, names)
+        restarts = [(f.start, f.end) for f in read_faults(run_dir / "faults.json") if f.kind == "broker_restart"]
+        report.mirror = judge_mirror(
+            read_mirror(run_dir / "mirror.tsv"), zk, info["topic"], partitions, names, broker_restarts=restarts
+        )
         report.problems += report.mirror.problems
     for fault in read_faults(run_dir / "faults.json"):
         if "error" in fault.detail:

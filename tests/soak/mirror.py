@@ -30,6 +30,13 @@ the member whose ZooKeeper commit had the offset Kafka showed (the instance that
 **mirror behind at the end**
     after every member stopped, Kafka's offset of a partition is not ZooKeeper's final one.
 
+Allowed, and listed apart (*lost by the broker*): Kafka's copy going back to an offset
+ZooKeeper had committed before, across a broker restart, when the higher one was shown less than
+``BROKER_LOSS_S`` before the broker went down: the dev stack's broker loses the writes of its
+last moments when it is killed (acknowledged records too, which the checker reports the same
+way), and its copy of the group offsets with them. The members keep mirroring: the next copy
+of the partition puts Kafka's right again.
+
 Figures: how long after a ZooKeeper commit the first observation showed it or a later commit
 (p50, p99, max; it includes up to one poll interval of sampling, and the time the broker was
 down), the commits never shown while polling, and the offset gap between ZooKeeper's committed
@@ -50,6 +57,9 @@ from tests.soak.fencing import ZooKeeperHistory
 from tests.soak.history import MirrorLog, MirrorObservation
 from tests.soak.report import Finding
 from tests.soak.timeline import TOLERANCE_S
+
+# How recent a copy a broker restart may lose (the dev broker lost about a second of writes).
+BROKER_LOSS_S = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +90,8 @@ class MirrorVerdict:
     out_of_order: Finding = field(default_factory=Finding)
     behind_at_end: Finding = field(default_factory=Finding)
     figures: dict[str, Any] = field(default_factory=dict)
+    # Copies the broker lost at a restart (allowed: see the module).
+    lost_by_broker: list[str] = field(default_factory=list)
     # What keeps the mirror from being judged at all (no final read): the run proves nothing of it.
     problems: list[str] = field(default_factory=list)
 
@@ -112,6 +124,9 @@ class MirrorVerdict:
             out.append(f"offset mirror: the longest trail after {f['trail_max_at']}")
         for name, finding in self.findings().items():
             out += [f"{name}: {example}" for example in finding.examples[:3]]
+        if self.lost_by_broker:
+            out.append(f"offset mirror: {len(self.lost_by_broker)} copies lost by the broker at a restart (allowed), e.g. "
+                       f"{self.lost_by_broker[0]}")
         return out
 
     def findings(self) -> dict[str, Finding]:
@@ -123,7 +138,7 @@ class MirrorVerdict:
     def as_dict(self) -> dict[str, Any]:
         return {
             **{name.replace(" ", "_"): vars(finding) for name, finding in self.findings().items()},
-            "figures": self.figures, "problems": self.problems,
+            "figures": self.figures, "problems": self.problems, "lost_by_broker": self.lost_by_broker,
         }
 
 
@@ -158,9 +173,15 @@ class _Writers:
         return f"committed in ZooKeeper at {c.at:.3f} by {who}{state}"
 
 
+def _lost_at_restart(shown_at: float, seen_at: float, restarts: Iterable[tuple[float, float]]) -> bool:
+    """Whether a copy shown at ``shown_at`` and found gone at ``seen_at`` spans a broker restart
+    that began within ``BROKER_LOSS_S`` of it."""
+    return any(start - BROKER_LOSS_S <= shown_at <= end and seen_at >= start for start, end in restarts)
+
+
 def _follow(
     partition: int, commits: list[Commit], polls: list[MirrorObservation], topic: str, verdict: MirrorVerdict,
-    writers: _Writers,
+    writers: _Writers, restarts: Iterable[tuple[float, float]] = (),
 ) -> list[tuple[float, int]]:
     """Walk Kafka's offsets along ZooKeeper's commits, recording each violation; returns, per
     observation, its time and the index of the commit it showed (-1: none yet)."""
@@ -168,6 +189,7 @@ def _follow(
     highest = list(accumulate((c.offset for c in commits), max))  # the highest committed up to each
     pos, shown, placed = -1, None, []
     for o in polls:
+        lost = False  # a copy the broker lost: judged on from the copy it had (see the module)
         if shown is None or o.offset != shown.offset:
             by = bisect.bisect_right(times, o.at + TOLERANCE_S)  # the commits that had landed by then
             match = next((j for j in range(max(pos, 0), by) if commits[j].offset == o.offset), None)
@@ -180,6 +202,14 @@ def _follow(
                 if not by or o.offset > highest[by - 1]:
                     top = highest[by - 1] if by else None
                     verdict.ahead.add(f"{where}{before}: ZooKeeper had committed at most {top} by then ({writer})")
+                elif (
+                    shown is not None
+                    and o.offset < shown.offset
+                    and any(c.offset == o.offset for c in commits[: pos + 1])
+                    and _lost_at_restart(shown.at, o.at, restarts)
+                ):
+                    verdict.lost_by_broker.append(f"{where}{before}")
+                    lost = True
                 elif shown is not None and o.offset < shown.offset and not any(
                     commits[j].offset < shown.offset for j in range(pos + 1, by)
                 ):
@@ -193,7 +223,8 @@ def _follow(
                     verdict.out_of_order.add(
                         f"{where}{before}: not committed in ZooKeeper since the offset Kafka showed before ({writer})"
                     )
-            shown = o
+            if not lost:
+                shown = o
         placed.append((o.at, pos))
     return placed
 
@@ -212,9 +243,12 @@ def _trails(commits: list[Commit], placed: list[tuple[float, int]]) -> tuple[lis
 
 def judge_mirror(
     log: MirrorLog, zk: ZooKeeperHistory, topic: str, partitions: Iterable[int], names: Mapping[int, str] | None = None,
+    broker_restarts: Iterable[tuple[float, float]] = (),
 ) -> MirrorVerdict:
     """Judge the mirror of ``topic``'s ``partitions`` (see the module); ``names``: each
-    member's name by its pid, to name who mirrored an offset."""
+    member's name by its pid, to name who mirrored an offset; ``broker_restarts``: when the
+    broker was down (start, end)."""
+    restarts = list(broker_restarts)
     verdict = MirrorVerdict()
     writers = _Writers(zk, topic, names or {})
     polls: dict[int, list[MirrorObservation]] = defaultdict(list)
@@ -230,7 +264,7 @@ def judge_mirror(
     worst: tuple[float, str] | None = None
     for p in sorted(set(partitions) | set(polls)):
         commits = zookeeper_commits(zk, topic, p)
-        placed = _follow(p, commits, polls[p], topic, verdict, writers)
+        placed = _follow(p, commits, polls[p], topic, verdict, writers, restarts)
         shown, missing = _trails(commits, placed)
         total, never = total + len(commits), never + missing
         for seconds, i in shown:

@@ -170,3 +170,15 @@ def test_the_watch_lines_read_back(tmp_path: Path) -> None:
     assert log.observations == [MirrorObservation(100.5, 3, 42), MirrorObservation(101.0, 3, 43, final=True)]
     assert log.failed_polls == [(100.6, "KafkaError{code=_TIMED_OUT}")]
     assert read_mirror(tmp_path / "absent.tsv") == MirrorLog()
+
+
+def test_a_copy_the_broker_lost_at_its_restart_is_listed_apart_but_not_elsewhere() -> None:
+    w = committed(two_members())
+    seen = ((102.2, 10), (103.2, 20), (104.2, 30), (106.0, 20), (106.3, 20))  # 30 gone with the restart at 104.5
+    log = kafka(*seen, final=30)
+    restarted = judge_mirror(log, replay(w.txns, "g"), TOPIC, range(1), NAMES, broker_restarts=[(104.5, 105.8)])
+    assert restarted.violations == 0 and len(restarted.lost_by_broker) == 2, restarted.as_dict()
+    # The same drop with no restart, or a restart long after the copy was shown, is a violation.
+    assert counts(judge(w, kafka(*seen, final=30))) == {"mirror went back": 1}
+    late = judge_mirror(log, replay(w.txns, "g"), TOPIC, range(1), NAMES, broker_restarts=[(107.0, 108.0)])
+    assert counts(late) == {"mirror went back": 1}
