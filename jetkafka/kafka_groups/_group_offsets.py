@@ -78,7 +78,13 @@ class KafkaGroupOffsets:
         self._bootstrap = str(conf.get("bootstrap.servers", "?"))
         self._timeout = timeout
         self._conf = conf
-        self._admin = AdminClient(conf, logger=log)
+        self._admin_client: AdminClient | None = None  # only state() needs one: made then
+
+    @property
+    def _admin(self) -> AdminClient:
+        if self._admin_client is None:
+            self._admin_client = AdminClient(self._conf, logger=log)
+        return self._admin_client
 
     def _consumer(self, group: str) -> Consumer:
         # Offsets are read and written through a consumer of the group that joins nothing (as
