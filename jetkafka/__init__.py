@@ -28,11 +28,12 @@ from jetkafka.errors import (
     TopicNotFound,
 )
 from jetkafka.events import Event, EventBatch, PartitionSource
-from jetkafka.processors import BatchEventProcessor, BatchResponse, SimpleKafkaProcessor
+from jetkafka.processors import AsyncBatchEventProcessor, BatchEventProcessor, BatchResponse, SimpleKafkaProcessor
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncBatchEventProcessor",
     "BatchEventProcessor",
     "BatchResponse",
     "CommitFenced",

@@ -46,6 +46,7 @@ from jetkafka.coordination._errors import CommitUncertain
 from jetkafka.coordination._ownership import Lease
 from jetkafka.errors import CommitFenced, OffsetMoved
 from jetkafka.events import Key
+from jetkafka.ordering._commit_point import finished_of
 
 if TYPE_CHECKING:
     from jetkafka.channel._fetcher import Fetcher
@@ -114,7 +115,8 @@ class PartitionCommitter:
         partition was lost."""
         if self._pipeline is None:
             return self.commit(state, offset)
-        if state.last_commit != offset or state.commit_pending is not None:
+        last = state.last_commit
+        if last != offset or finished_of(last) != finished_of(offset) or state.commit_pending is not None:
             state.advanced = offset
             self._pipeline.submit(state, offset, state.drained())
         return True
@@ -164,7 +166,7 @@ class PartitionCommitter:
         """Commit ``offset`` now (a processor's ``source.commit`` too); raises
         :class:`CommitFenced` or :class:`CommitUncertain` as the lease's commit does."""
         self.settle(state)
-        if state.committed == offset and state.commit_pending is None:
+        if state.committed == offset and finished_of(state.committed) == finished_of(offset) and state.commit_pending is None:
             return
         try:
             self.membership.commit(state.lease, offset)

@@ -12,7 +12,10 @@
   and only then is its offset committed past.
 
 Isolation state lives on the partition (``redeliver``, ``isolating``, ``error_attempts``), which
-only the worker holding the partition touches. So does ``failure``
+only the worker holding the partition touches; under ``channel.ordering: key | none`` it lives on
+each batch in flight (:class:`~jetkafka.ordering._lanes.LaneTask`), touched only by the worker
+running it, so one key's failing batch holds back only its keys (:class:`Attempted` is what the
+two have in common). So does ``failure``
 (:class:`~jetkafka.channel._partition.PartitionFailure`): what operators are shown of a
 partition that does not move on (retrying since when, attempts, the last error, the next
 attempt), set at every failure and cleared once the failed batch is through.
@@ -32,12 +35,12 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jetkafka._backoff import backoff_ms
 from jetkafka.channel._dead_letter import DeadLetterSink
 from jetkafka.channel._errors import DeadLetterError
-from jetkafka.channel._partition import PartitionFailure, PartitionState
+from jetkafka.channel._partition import PartitionFailure
 from jetkafka.events import offset_of
 
 if TYPE_CHECKING:
@@ -50,6 +53,28 @@ log = logging.getLogger("jetkafka.channel")
 ERROR_CHARS = 200
 # A dead-letter policy whose sink a hot deploy is still putting in place: try again this soon.
 SINK_PENDING_S = 0.1
+
+
+class Attempted(Protocol):
+    """What the policy reads and writes: a partition (ordering partition) or one of its batches
+    in flight (ordering key or none)."""
+
+    topic: str
+    partition: int
+    redeliver: list[Any] | None
+    isolating: bool
+    error_attempts: int
+    failure: PartitionFailure | None
+    not_before: float
+
+    @property
+    def key(self) -> tuple[str, int]: ...
+
+    @property
+    def position(self) -> int: ...
+
+    @property
+    def removed(self) -> bool: ...
 
 
 def describe_error(error: BaseException, limit: int = ERROR_CHARS) -> str:
@@ -75,7 +100,7 @@ class FailurePolicy:
         config: ChannelConfig,
         stats: ChannelStats,
         dead_letter: DeadLetterSink | None,
-        offer: Callable[[PartitionState], None] | None = None,
+        offer: Callable[[Any], None] | None = None,
     ) -> None:
         self.config = config
         self.stats = stats
@@ -83,7 +108,7 @@ class FailurePolicy:
         self._offer = offer
         self._lock = threading.Lock()
         # Partitions waiting out an error back-off, with its end (their ``not_before`` then).
-        self._backing_off: weakref.WeakKeyDictionary[PartitionState, float] = weakref.WeakKeyDictionary()
+        self._backing_off: weakref.WeakKeyDictionary[Attempted, float] = weakref.WeakKeyDictionary()
 
     def reconfigure(self, config: ChannelConfig) -> None:
         """A new channel configuration (hot deploy, in place). When ``on_error`` changed, every
@@ -111,7 +136,7 @@ class FailurePolicy:
             if self._offer is not None:
                 self._offer(state)
 
-    def next_batch(self, state: PartitionState) -> list[Any] | None:
+    def next_batch(self, state: Attempted) -> list[Any] | None:
         """The batch to re-deliver, if any: one record while isolating."""
         if state.redeliver is None:
             return None
@@ -119,7 +144,7 @@ class FailurePolicy:
             self._backing_off.pop(state, None)
         return state.redeliver[:1] if state.isolating else state.redeliver
 
-    def succeeded(self, state: PartitionState, batch: list[Any], waiting: PartitionFailure | None = None) -> None:
+    def succeeded(self, state: Attempted, batch: list[Any], waiting: PartitionFailure | None = None) -> None:
         """The batch went through; ``waiting`` (:meth:`waiting`) is what the partition shows
         instead of nothing when the processor answered with a wait that says why, set in the
         same step so that no reader sees the failure go and come back."""
@@ -150,7 +175,7 @@ class FailurePolicy:
             next_attempt=now + wait_ms / 1000,
         )
 
-    def failed(self, state: PartitionState, batch: list[Any], error: BaseException) -> GiveUp | None:
+    def failed(self, state: Attempted, batch: list[Any], error: BaseException) -> GiveUp | None:
         """Decide after a failure with no response from ``on_exception``.
 
         Returns a :class:`GiveUp` when a record was skipped or dead-lettered; otherwise the
@@ -195,12 +220,12 @@ class FailurePolicy:
         )
         return None
 
-    def _back_off(self, state: PartitionState, seconds: float) -> None:
+    def _back_off(self, state: Attempted, seconds: float) -> None:
         with self._lock:
             state.not_before = time.monotonic() + seconds
             self._backing_off[state] = state.not_before
 
-    def _note(self, state: PartitionState, batch: list[Any], error: BaseException, wait_s: float | None) -> None:
+    def _note(self, state: Attempted, batch: list[Any], error: BaseException, wait_s: float | None) -> None:
         """What operators are shown of the partition after this failure."""
         now = time.time()
         previous = state.failure
@@ -213,7 +238,7 @@ class FailurePolicy:
             next_attempt=None if wait_s is None else now + wait_s,
         )
 
-    def _give_up(self, state: PartitionState, record: Any, error: BaseException) -> GiveUp | DeadLetterError:
+    def _give_up(self, state: Attempted, record: Any, error: BaseException) -> GiveUp | DeadLetterError:
         """Skip or dead-letter the record; the error of a dead-letter send that failed (the
         record is kept and retried like a failing batch)."""
         offset = record.offset()

@@ -224,6 +224,7 @@ class InboundChannel:
                 self.may_act,
                 FailurePolicy(cfg, self.stats, self._dead_letter_sink(), self._queue.offer),
                 self._committer,
+                self._queue,
             )
             self.processor.on_start(ChannelContext(self, self._controller.client, self._membership.paths))
             self._fetcher.start()

@@ -37,10 +37,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from jetkafka.channel._committer import PartitionCommitter
+from jetkafka.channel._lanes_of import lanes_of
 from jetkafka.channel._partition import PartitionState
 from jetkafka.channel._start_offsets import commit_start_offsets
 from jetkafka.errors import CommitFenced
 from jetkafka.events import Key
+from jetkafka.processors._async import AsyncBatchEventProcessor
 
 if TYPE_CHECKING:
     from jetkafka.channel._controls import ChannelControls
@@ -138,7 +140,9 @@ class PartitionLeases:
                 )
                 membership.finish_release(lease.key, lease)
                 continue
-            state = PartitionState(lease, offset, cfg.buffer_max_events, cfg.buffer_max_bytes, channel._budget)
+            state = PartitionState(
+                lease, offset, cfg.buffer_max_events, cfg.buffer_max_bytes, channel._budget, *lanes_of(cfg, lease, offset, isinstance(channel.processor, AsyncBatchEventProcessor))
+            )
             # Until the fetcher applies the assign below, it may still deliver from an earlier
             # assignment of this partition (lost and taken again), past ``offset``: drop that.
             state.buffer.await_seek()

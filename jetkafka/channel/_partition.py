@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 from jetkafka.channel._buffer import PartitionBuffer
 from jetkafka.errors import CommitFenced
 from jetkafka.events import offset_of
+from jetkafka.ordering._commit_point import CommitPoint, finished_of, runs_of
+from jetkafka.ordering._key_scheduler import KeyScheduler
 
 if TYPE_CHECKING:
     from confluent_kafka import Message
@@ -91,7 +93,14 @@ class PartitionState:
     """
 
     def __init__(
-        self, lease: Lease, start_offset: int, buffer_max_events: int, buffer_max_bytes: int, budget: BufferBudget
+        self,
+        lease: Lease,
+        start_offset: int,
+        buffer_max_events: int,
+        buffer_max_bytes: int,
+        budget: BufferBudget,
+        scheduler: KeyScheduler | None = None,
+        parallelism: int = 1,
     ) -> None:
         self.topic = lease.topic
         self.partition = lease.partition
@@ -126,6 +135,16 @@ class PartitionState:
         self.moves: deque[Move] = deque()
         self.release_reason: str | None = None
         self.lost_reason: str | None = None
+
+        # channel.ordering: key | none: the partition's records in flight (None: partition
+        # order, one batch at a time), and how many batches may run at once.
+        self.scheduler = scheduler
+        self.parallelism = parallelism
+        # Offsets an earlier owner finished above its commit (ordering key or none), skipped
+        # when they come under partition order; the worker holding the turn only.
+        self.inherited: set[int] = set() if scheduler is not None else {
+            o for a, b in finished_of(getattr(lease, "committed", None)) for o in range(a, b) if o >= start_offset
+        }
 
     @property
     def halted(self) -> str | None:
@@ -167,6 +186,9 @@ class PartitionState:
         :meth:`PartitionCommitter.repositioned`)."""
         self.buffer.restart_at(offset)
         self.position = offset
+        self.inherited = set()
+        if self.scheduler is not None:
+            self.scheduler.reset(offset)
         self.redeliver = None
         self.isolating = False
         self.error_attempts = 0
@@ -201,10 +223,51 @@ class PartitionState:
         halted, since = self._halted, self.halted_since
         if halted is not None:
             return PartitionFailure("halted", since if since is not None else time.time(), 0, halted, None, None)
+        if self.scheduler is not None:
+            # Its batches fail one by one: the partition shows the one failing the longest.
+            failing = [f for f in (getattr(t, "failure", None) for t in self.scheduler.tracked()) if f is not None]
+            return min(failing, key=lambda f: f.since) if failing else None
         return self.failure
 
     def has_buffered(self) -> bool:
         return self.buffer.buffered > 0 or self.redeliver is not None
+
+    def has_work(self) -> bool:
+        """Whether a turn would do something with the records: under partition order, any
+        buffered; with a scheduler, records to take while there is room, batches to hand out,
+        or batches that ended since the last turn (a commit to make)."""
+        scheduler = self.scheduler
+        if scheduler is None:
+            return self.has_buffered()
+        return (
+            scheduler.has_news
+            or (self.buffer.buffered > 0 and scheduler.room() > 0)
+            or scheduler.dispatchable(self.parallelism)
+        )
+
+    def holds_back(self) -> bool:
+        """Whether no new batch may start: lost, released, a reposition filed or due, halted,
+        or paused. With a scheduler, these wait until its batches in flight ended."""
+        return (
+            self.lost_reason is not None
+            or self.release_reason is not None
+            or bool(self.moves)
+            or self.paused
+            or self._halted is not None
+            or self.buffer.out_of_range
+        )
+
+    def lanes_busy(self) -> bool:
+        """Batches of this partition are in flight (ordering key or none)."""
+        return self.scheduler is not None and self.scheduler.in_flight > 0
+
+    def carry(self, offset: int) -> int:
+        """Under partition order: ``offset`` to commit, with the offsets an earlier owner
+        finished above it still to come (so a hand-over before they come keeps them)."""
+        if not self.inherited:
+            return offset
+        self.inherited = {o for o in self.inherited if o >= offset}
+        return CommitPoint(offset, runs_of(self.inherited)) if self.inherited else offset
 
     def drained(self) -> bool:
         """By the worker holding the turn: nothing fetched waits for the processor (nothing

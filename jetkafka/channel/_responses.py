@@ -102,7 +102,7 @@ class ResponseHandler:
         else:
             self._reposition(state, target)
         if kind is ResponseKind.ADVANCE:
-            return self.committer.advance(state, target)
+            return self.committer.advance(state, state.carry(target))
         return True
 
     def _reposition(self, state: PartitionState, offset: int) -> None:

@@ -16,6 +16,12 @@ A worker whose partition still has work when its turn ends keeps it for the next
 as no other partition waits for a worker (:meth:`PartitionQueue.keep`): a backlog then costs
 no hand-off between threads per batch, and no partition waits behind another's backlog for
 longer than the batch in hand.
+
+Under ``channel.ordering: key | none`` the queue also holds *tasks*: batches of one partition
+handed out by its turn (:class:`~jetkafka.ordering._lanes.LaneTask`), which any worker runs,
+several of one partition at once. A task is in the queue (ready, or waiting for its back-off in
+the timers) or in one worker's hands, never both. Partitions' turns go first: they commit, and
+hand out more work.
 """
 
 from __future__ import annotations
@@ -25,8 +31,16 @@ import itertools
 import threading
 import time
 from collections import deque
+from typing import Protocol
 
 from jetkafka.channel._partition import PartitionState, Turn
+
+
+class Task(Protocol):
+    """A batch a worker runs apart from its partition's turn (:class:`LaneTask`)."""
+
+    not_before: float
+    timer_at: float | None
 
 
 class PartitionQueue:
@@ -38,7 +52,8 @@ class PartitionQueue:
         # a partition queued wakes a worker, never one of them.
         self._turn_ended = threading.Condition(lock)
         self._ready: deque[PartitionState] = deque()
-        self._timers: list[tuple[float, int, PartitionState]] = []
+        self._timers: list[tuple[float, int, PartitionState | Task]] = []
+        self._tasks: deque[Task] = deque()
         self._seq = itertools.count()
         self._closed = False
         # The state of each partition that is queued or in a worker's hands, and the other
@@ -54,6 +69,9 @@ class PartitionQueue:
         """0 if ``state`` has work now, a future time if it will, None if it waits for data."""
         if state.removed:
             return None
+        if state.lanes_busy() and state.holds_back():
+            # Its batches in flight end first; each end offers it again (a commit to make).
+            return 0.0 if state.scheduler is not None and state.scheduler.has_news else None
         if state.lost_reason is not None:
             return 0.0
         if state.release_reason is not None or state.moves:
@@ -64,7 +82,7 @@ class PartitionQueue:
         wait_until = max(state.not_before, state.stalled_until)
         if now < wait_until:
             return wait_until
-        if state.has_buffered() or state.commit_pending is not None or state.buffer.out_of_range:
+        if state.has_work() or state.commit_pending is not None or state.buffer.out_of_range:
             return 0.0
         if self._idle_s > 0 and not state.idle_fired:
             at = state.last_activity + self._idle_s
@@ -92,12 +110,28 @@ class PartitionQueue:
             heapq.heappush(self._timers, (due, next(self._seq), state))
             self._cond.notify()  # a sleeping worker may need to wake earlier
 
-    def offer(self, state: PartitionState) -> None:
-        """Queue ``state`` if it is idle and has work (fetcher, rebalancer, controls)."""
+    def offer(self, state: PartitionState | Task) -> None:
+        """Queue ``state`` if it is idle and has work (fetcher, rebalancer, controls); a task
+        (woken from its back-off by the failure policy) is submitted."""
+        if not isinstance(state, PartitionState):
+            self.submit(state)
+            return
         with self._cond:
             self._offer_locked(state, time.monotonic())
 
-    def take(self, timeout: float) -> PartitionState | None:
+    def submit(self, task: Task) -> None:
+        """Queue a task for any worker, at once or when its ``not_before`` comes."""
+        with self._cond:
+            now = time.monotonic()
+            if task.not_before > now:
+                task.timer_at = task.not_before
+                heapq.heappush(self._timers, (task.not_before, next(self._seq), task))
+            else:
+                task.timer_at = None
+                self._tasks.append(task)
+            self._cond.notify()
+
+    def take(self, timeout: float) -> PartitionState | Task | None:
         """The next partition with work, now in the caller's hands; None on timeout or close."""
         deadline = time.monotonic() + timeout
         with self._cond:
@@ -108,6 +142,8 @@ class PartitionQueue:
                     state = self._ready.popleft()
                     state.turn = Turn.IN_HAND
                     return state
+                if self._tasks:
+                    return self._tasks.popleft()
                 wake = deadline
                 if self._timers:
                     wake = min(wake, self._timers[0][0])
@@ -123,15 +159,20 @@ class PartitionQueue:
         with self._cond:
             now = time.monotonic()
             self._offer_due_locked(now)
-            return not self._ready and not self._closed and self._due(state, now) == 0.0
+            return not self._ready and not self._tasks and not self._closed and self._due(state, now) == 0.0
 
     def _offer_due_locked(self, now: float) -> None:
         """Queue the partitions whose timer has come."""
         while self._timers and self._timers[0][0] <= now:
-            at, _, state = heapq.heappop(self._timers)
-            if state.timer_at == at:
-                state.timer_at = None
-            self._offer_locked(state, now)
+            at, _, item = heapq.heappop(self._timers)
+            if not isinstance(item, PartitionState):
+                if item.timer_at == at:  # else woken early (submitted again) or rescheduled
+                    item.timer_at = None
+                    self._tasks.append(item)
+                continue
+            if item.timer_at == at:
+                item.timer_at = None
+            self._offer_locked(item, now)
 
     def give_back(self, state: PartitionState) -> None:
         """The worker is done with its turn; the partition is queued again if it has work."""

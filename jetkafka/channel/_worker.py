@@ -32,6 +32,7 @@ from jetkafka.channel._partition import PartitionState
 from jetkafka.channel._responses import ResponseHandler
 from jetkafka.errors import PartitionLost
 from jetkafka.events import EventBatch, PartitionSource, offset_of
+from jetkafka.ordering._lanes import LaneRunner
 from jetkafka.processors._base import BatchEventProcessor, BatchResponse, ResponseKind
 from jetkafka.processors._calls import ask_on_exception, deliver_batch
 
@@ -59,6 +60,9 @@ def work_partitions(queue: PartitionQueue, runner: BatchRunner, stop: threading.
             if queue.closed:  # a worker of an earlier start, outlasting its teardown
                 return
             continue
+        if not isinstance(state, PartitionState):
+            run_task(runner, state)
+            continue
         try:
             working_on(state.key, state.position)
             runner.run_turn(state)
@@ -76,6 +80,21 @@ def work_partitions(queue: PartitionQueue, runner: BatchRunner, stop: threading.
             queue.give_back(state)
 
 
+def run_task(runner: BatchRunner, task: Any) -> None:
+    """Run one batch handed out under ``ordering: key | none`` (:class:`LaneTask`)."""
+    try:
+        working_on(task.key, task.position)
+        runner.lanes.run(task)
+    except Exception:
+        # As a turn's: the batch is tried again in 1 s (its keys stay held meanwhile).
+        log.exception("%s[%d]: batch at offset %d failed outside the processor; retrying in 1 s",
+                      task.topic, task.partition, task.position)
+        task.not_before = time.monotonic() + 1.0
+        runner.lanes.resubmit(task)
+    finally:
+        done_working()
+
+
 class BatchRunner:
     """One turn of a partition, on the worker holding it; ``responses`` applies what it decided
     and ``committer`` commits."""
@@ -91,6 +110,7 @@ class BatchRunner:
         may_act: Callable[[], bool],
         failures: FailurePolicy,
         committer: PartitionCommitter,
+        queue: PartitionQueue | None = None,
     ) -> None:
         self.failures = failures
         self.processor = processor
@@ -101,6 +121,16 @@ class BatchRunner:
         self.responses = ResponseHandler(config, processor, fetcher, stats, committer)
         self._remove = remove
         self._may_act = may_act
+        self.lanes = LaneRunner(
+            config,
+            self.responses,
+            committer,
+            failures,
+            stats,
+            queue.submit if queue is not None else _no_queue,
+            queue.offer if queue is not None else _no_queue,
+            may_act,
+        )
 
     @property
     def config(self) -> ChannelConfig:
@@ -112,12 +142,21 @@ class BatchRunner:
         changed ``on_error`` the next attempt of a partition waiting out an error back-off,
         which comes at once (:meth:`FailurePolicy.reconfigure`)."""
         self.responses.config = config
+        self.lanes.config = config
         self.committer.config = config
         self.failures.reconfigure(config)
 
     # -- one turn --------------------------------------------------------------------------
 
     def run_turn(self, state: PartitionState) -> None:
+        if state.lanes_busy() and state.holds_back():
+            # Its batches in flight end before a loss, release, move or pause is carried out;
+            # meanwhile what they finished is committed (not after a loss: nothing more is).
+            if state.lost_reason is None and self._may_act() and self.committer.retry_pending(state):
+                self.lanes.commit(state)
+            elif state.scheduler is not None:
+                state.scheduler.take_news()
+            return
         if state.lost_reason is not None:
             self._lose(state)
         elif not self._may_act():
@@ -135,6 +174,9 @@ class BatchRunner:
             self.responses.out_of_range(state)
         elif not self.committer.retry_pending(state):
             pass  # lost: the next turn hands it over; committed (or nothing pending): go on below
+        elif state.scheduler is not None:
+            if not self.lanes.turn(state):
+                self._idle(state)
         elif state.has_buffered():
             self._batch(state)
         else:
@@ -147,6 +189,14 @@ class BatchRunner:
             if resume:
                 self.fetcher.resume(state)
             if not batch:
+                return
+        after = offset_of(batch[-1]) + 1
+        if state.inherited:
+            # Finished by an earlier owner under ordering key or none: not delivered again.
+            batch = [m for m in batch if offset_of(m) not in state.inherited]
+            if not batch:
+                state.position = after
+                self.committer.advance(state, state.carry(after))
                 return
         head, last = offset_of(batch[0]), offset_of(batch[-1])
         working_on(state.key, head)  # the batch's first offset, for the processor's log records
@@ -180,7 +230,7 @@ class BatchRunner:
         self.failures.succeeded(state, batch, waiting)
         state.last_activity = time.monotonic()
         state.idle_fired = False
-        if self.responses.apply(state, response, last + 1, batch):
+        if self.responses.apply(state, response, after, batch):
             self.responses.call(state, "on_batch_processed", source)
 
     def _failed(
@@ -221,9 +271,17 @@ class BatchRunner:
     def _release(self, state: PartitionState) -> None:
         source = self.responses.source(state, state.position, state.position)
         response = self.responses.call(state, "on_stream_termination", source)
+        if state.scheduler is not None:
+            self.lanes.commit(state)  # what its batches finished, with the map of finished offsets
         self.committer.settle(state)  # the owner-node delete below is fenced by the offset version
         if response is not None and response.kind is ResponseKind.ADVANCE:
-            self.committer.commit(state, response.offset if response.offset is not None else state.position)
+            if response.offset is not None:
+                target: int = response.offset
+            elif state.scheduler is not None:
+                target = state.scheduler.point()
+            else:
+                target = state.carry(state.position)
+            self.committer.commit(state, target)
         else:
             self.committer.retry_pending(state)
         if state.lost_reason is not None:
@@ -259,3 +317,7 @@ class BatchRunner:
         # If ZooKeeper still shows this lease (the loss was seen here first), give it up, so the
         # partition is taken again cleanly instead of staying owned and unprocessed.
         self.membership.finish_release(state.key, state.lease)
+
+
+def _no_queue(_: Any) -> None:
+    raise RuntimeError("ordering key or none needs the channel's work queue (BatchRunner(queue=...))")

@@ -257,6 +257,23 @@ class ChannelConfig:
     on_error: ErrorPolicyConfig = field(
         default_factory=ErrorPolicyConfig, metadata=spec("policy for batches the processor keeps failing on")
     )
+    ordering: str = field(
+        default="partition",
+        metadata=spec(
+            "order of processing within a partition: partition (one batch at a time, in offset order), "
+            "key (concurrently, in order per record key) or none (concurrently, any order); see docs/ordering.md",
+            choices=("partition", "key", "none"),
+        ),
+    )
+    max_in_flight_per_partition: int = field(
+        default=1000,
+        metadata=spec(
+            "with ordering key or none, records of one partition taken and not yet committed past, at most "
+            "(what a slow key lets the others run ahead by; also the most finished offsets stored with a commit)",
+            min=1,
+            max=50_000,
+        ),
+    )
     on_out_of_range: str = field(
         default="earliest",
         metadata=spec(
@@ -590,6 +607,14 @@ class JetkafkaConfig:
                 "kafka.bootstrap.servers",
                 "required key is missing",
                 "add it under kafka:, e.g. bootstrap.servers: localhost:9092",
+            )
+        processor = self.processor.class_path if self.processor is not None else ""
+        if self.channel.ordering != "partition" and processor.endswith(":SparkMicroBatchProcessor"):
+            raise Invalid(
+                "channel.ordering",
+                f"is {self.channel.ordering}, but the Spark processor takes a partition's records in offset order "
+                "(its micro-batches already run in parallel across the cluster)",
+                "remove channel.ordering (or set it to partition) for the Spark processor",
             )
         if not isinstance(servers, str) or not servers.strip():
             raise Invalid(

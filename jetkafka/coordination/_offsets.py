@@ -45,6 +45,7 @@ from jetkafka.coordination._errors import CommitAnswerLate, CommitUncertain
 from jetkafka.coordination._ownership import Lease, decode_offset, is_this_hold
 from jetkafka.coordination._paths import GroupPaths
 from jetkafka.errors import CommitFenced, OffsetMoved
+from jetkafka.ordering._commit_point import decode_commit, encode_offset
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ class OffsetStore:
     def _commit_fenced(self, lease: Lease, offset: int) -> None:
         owner_path = self._paths.owner(lease.topic, lease.partition)
         offset_path = self._paths.offset(lease.topic, lease.partition)
-        value = str(offset).encode()
+        value = encode_offset(offset)
         with lease.settled():
             # A second round only after adopting a version that an earlier commit of this very
             # hold moved without its reply (see _reconciled).
@@ -132,7 +133,7 @@ class OffsetStore:
         a synchronous :meth:`commit` adopts the version). Until then, every other write under
         the lease waits. Its ``commit`` span lasts from the send to the answer.
         """
-        value = str(offset).encode()
+        value = encode_offset(offset)
         span = start_span(f"commit {lease.topic}", commit_attributes(lease.topic, lease.partition, offset))
         try:
             with lease.settled():
@@ -244,7 +245,7 @@ class OffsetStore:
                 for (topic, partition), (lease, offset) in items:
                     tx.check(self._paths.owner(topic, partition), lease.owner_version)
                     tx.set_data(
-                        self._paths.offset(topic, partition), str(offset).encode(), version=lease.offset_version
+                        self._paths.offset(topic, partition), encode_offset(offset), version=lease.offset_version
                     )
                 if extra is not None:
                     extra(tx)
@@ -254,7 +255,7 @@ class OffsetStore:
                     # The transaction is atomic: if the first offset landed, all of it did.
                     (topic, partition), (lease, offset) = items[0]
                     path = self._paths.offset(topic, partition)
-                    if not self._landed(path, str(offset).encode(), lease.offset_version + 1):
+                    if not self._landed(path, encode_offset(offset), lease.offset_version + 1):
                         raise CommitUncertain(str(exc)) from exc
                     for _, (lease, offset) in items:
                         lease.offset_version += 1
@@ -362,5 +363,5 @@ def adopt_landed(client: KazooClient, paths: GroupPaths, lease: Lease) -> bool:
         lease.offset_version,
     )
     lease.offset_version = stat.version
-    lease.committed = decode_offset(data)
+    lease.committed = decode_commit(data, f"{lease.topic}[{lease.partition}]")
     return True

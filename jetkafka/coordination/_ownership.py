@@ -49,6 +49,7 @@ from kazoo.exceptions import (
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 
 from jetkafka.coordination._paths import GroupPaths
+from jetkafka.ordering._commit_point import decode_commit
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +64,9 @@ _RACED: Final = _Raced.RACED
 
 
 def decode_offset(data: bytes) -> int | None:
-    text = data.decode("ascii", "replace").strip()
-    return int(text) if text.lstrip("-").isdigit() else None
+    """An offset node's value: None (no commit yet), or the offset, a
+    :class:`~jetkafka.ordering.CommitPoint` when it carries finished offsets above it."""
+    return decode_commit(data)
 
 
 @dataclass

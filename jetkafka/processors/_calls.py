@@ -25,6 +25,8 @@ Neither catches ``BaseException`` beyond ``Exception``: a ``KeyboardInterrupt`` 
 
 from __future__ import annotations
 
+import concurrent.futures
+import inspect
 import logging
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -38,6 +40,7 @@ from jetkafka._tracing._spans import batch_span, mark_failed
 from jetkafka.errors import PartitionLost
 from jetkafka.events import EventBatch, PartitionSource, offset_of
 from jetkafka.processors._base import BatchEventProcessor, BatchResponse
+from jetkafka.processors._event_loop import run_blocking, start
 
 
 @dataclass(frozen=True)
@@ -81,20 +84,70 @@ def deliver_batch(
             return BatchEnd()
         try:
             response = processor.on_next_batch(source, events)
-            if not isinstance(response, BatchResponse):
-                raise TypeError(
-                    f"{type(processor).__name__}.on_next_batch must return a BatchResponse "
-                    f"(e.g. BatchResponse.advance()), got {response!r}"
-                )
-        except PartitionLost as exc:
-            mark_failed(span, exc)
-            return BatchEnd(lost=exc)
-        except Exception as exc:  # noqa: BLE001 - user code may raise anything: the caller's failure policy decides
-            mark_failed(span, exc)
-            return BatchEnd(failure=exc, span=span)
-        if span.is_recording():
-            span.set_attribute("jetkafka.response", response.kind.value)
-        return BatchEnd(response=response)
+            if inspect.iscoroutine(response):  # an AsyncBatchEventProcessor: a worker waits for it
+                response = run_blocking(response)
+        except Exception as exc:  # noqa: BLE001 - user code may raise anything: sorted below
+            return _ended(processor, span, None, exc)
+        return _ended(processor, span, response, None)
+
+
+def start_batch(
+    processor: BatchEventProcessor,
+    source: PartitionSource,
+    events: EventBatch,
+    done: Callable[[BatchEnd], None],
+    *,
+    group: str | None = None,
+    may_start: Callable[[], bool] | None = None,
+) -> None:
+    """As :func:`deliver_batch` for an :class:`~jetkafka.processors.AsyncBatchEventProcessor`,
+    without waiting: its coroutine runs on the processors' event loop, inside the batch's span
+    (entered and left there), and ``done(end)`` is called on the loop's thread once it ended
+    (``done`` must not block: it hands the end back to a worker)."""
+    if may_start is not None and not may_start():
+        done(BatchEnd())
+        return
+
+    async def run() -> BatchEnd:
+        with batch_span(source.topic, source.partition, group, events) as span:
+            try:
+                response = processor.on_next_batch(source, events)
+                if inspect.iscoroutine(response):
+                    response = await response
+            except Exception as exc:  # noqa: BLE001 - user code may raise anything: sorted below
+                return _ended(processor, span, None, exc)
+            return _ended(processor, span, response, None)
+
+    def finished(future: concurrent.futures.Future[Any]) -> None:
+        exc = future.exception()
+        if exc is not None:  # only a BaseException gets here (_ended sorts every Exception)
+            done(BatchEnd(failure=RuntimeError(f"on_next_batch ended with {type(exc).__name__}: {exc}")))
+        else:
+            done(future.result())
+
+    start(run(), finished)
+
+
+def _ended(
+    processor: BatchEventProcessor, span: Span, response: Any, exc: BaseException | None
+) -> BatchEnd:
+    """Sort how ``on_next_batch`` ended (its response, or what it raised) into a :class:`BatchEnd`."""
+    if exc is None and not isinstance(response, BatchResponse):
+        exc = TypeError(
+            f"{type(processor).__name__}.on_next_batch must return a BatchResponse "
+            f"(e.g. BatchResponse.advance()), got {response!r}"
+        )
+    if isinstance(exc, PartitionLost):
+        mark_failed(span, exc)
+        return BatchEnd(lost=exc)
+    if exc is not None:
+        if not isinstance(exc, Exception):
+            raise exc  # KeyboardInterrupt, SystemExit: as Python intends
+        mark_failed(span, exc)
+        return BatchEnd(failure=exc, span=span)
+    if span.is_recording():
+        span.set_attribute("jetkafka.response", response.kind.value)
+    return BatchEnd(response=response)
 
 
 def ask_on_exception(

@@ -28,7 +28,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from jetkafka._backoff import backoff_ms
-from jetkafka.errors import PartitionLost
+from jetkafka.errors import PartitionLost, ProcessorError
 from jetkafka.events import EventBatch, PartitionSource
 from jetkafka.ops._micro_batch_reports import MicroBatchReport, publish_report, withdraw_report
 from jetkafka.processors._base import BatchEventProcessor, BatchResponse
@@ -154,6 +154,13 @@ class SparkMicroBatchProcessor(BatchEventProcessor):
     def on_start(self, context: ChannelContext) -> None:
         from jetkafka.spark._session import build_session
 
+        ordering = context.config.channel.ordering
+        if ordering != "partition":
+            raise ProcessorError(
+                f"channel.ordering is {ordering}, but {type(self).__name__} takes a partition's records in offset "
+                "order (its micro-batches already run in parallel across the cluster); remove channel.ordering "
+                "or set it to partition"
+            )
         self._context = context
         if self.spark is None:
             from pyspark import SparkContext

@@ -1,0 +1,229 @@
+"""Which records of one partition may run now, and how far the partition may be committed.
+
+Guarantee (``channel.ordering: key``): two records with the same key are never in flight
+together, and a key's records are handed out in offset order; records without a key form one
+key of their own. Under ``none`` every record is its own key. A record handed out stays *in
+flight* until its batch ends (finished, or given up by the failure policy); a batch re-delivered
+after a failure or a ``wait`` keeps its keys, so the key's later records wait behind it.
+
+Bound: at most ``max_in_flight`` records are *open* at a time: taken from the buffer and not
+yet below the commit point (waiting for their key, in a batch, or finished above an unfinished
+record). A key that does not move on (a slow subscriber, a poison record under ``retry``) holds
+back only its own records until that many others finished behind it; the map of finished
+offsets, and so the offset node, never holds more.
+
+Commit point (:meth:`KeyScheduler.point`): the lowest open offset that is not finished, with
+the finished offsets above it (:class:`~jetkafka.ordering._commit_point.CommitPoint`).
+Offsets an earlier owner finished (the map it committed, ``inherited``) count as finished when
+they come and are never handed out again.
+
+Threads: every method takes the scheduler's lock; the partition's turn takes and hands out,
+any worker (or the event loop, through the worker it hands back to) ends batches.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Hashable, Iterable
+from typing import TYPE_CHECKING
+
+from jetkafka.events import offset_of
+from jetkafka.ordering._commit_point import CommitPoint, Runs, runs_of
+
+if TYPE_CHECKING:
+    from confluent_kafka import Message
+
+ORDERINGS = ("partition", "key", "none")
+
+
+class KeyScheduler:
+    def __init__(self, mode: str, max_in_flight: int, start: int, inherited: Runs = ()) -> None:
+        if mode not in ("key", "none"):
+            raise ValueError(f"KeyScheduler runs ordering key or none, not {mode!r}")
+        self.mode = mode
+        self.max_in_flight = max_in_flight
+        self._lock = threading.Lock()
+        self._open: deque[tuple[int, float]] = deque()  # (offset, taken at, monotonic) in offset order
+        self._finished: set[int] = {o for a, b in inherited for o in range(a, b)}
+        self._next = start  # the offset after the last one taken
+        self._pending: dict[Hashable, deque[Message]] = {}
+        self._free: deque[Hashable] = deque()  # keys with pending records and no batch in flight
+        self._busy: set[Hashable] = set()
+        self._waiting = 0  # records pending
+        self.in_flight = 0  # batches handed out and not ended
+        self.records_in_flight = 0
+        self.generation = 0  # bumped by reset(): batches of an older generation finish nothing
+        self._news = False  # something ended since the last point()
+        self._tasks: set[object] = set()  # the batches in flight (their tasks), for what they show
+        self.skipped_finished = 0  # records an earlier owner had finished, not handed out again
+
+    # -- taking ---------------------------------------------------------------------------------
+
+    def room(self) -> int:
+        """How many more records may be taken from the buffer now."""
+        with self._lock:
+            return max(0, self.max_in_flight - len(self._open))
+
+    def take(self, messages: Iterable[Message]) -> None:
+        now = time.monotonic()
+        with self._lock:
+            for message in messages:
+                offset = offset_of(message)
+                self._next = offset + 1
+                self._open.append((offset, now))
+                if offset in self._finished:
+                    self.skipped_finished += 1
+                    self._news = True
+                    continue
+                key: Hashable = message.key() if self.mode == "key" else offset
+                queue = self._pending.get(key)
+                if queue is None:
+                    self._pending[key] = deque((message,))
+                    if key not in self._busy:
+                        self._free.append(key)
+                else:
+                    queue.append(message)
+                self._waiting += 1
+
+    def dispatchable(self, parallelism: int) -> bool:
+        """Whether :meth:`hand_out` would hand out something with ``parallelism`` batches at most."""
+        with self._lock:
+            return bool(self._free) and self.in_flight < parallelism
+
+    def hand_out(self, parallelism: int, max_events: int) -> list[tuple[list[Message], frozenset[Hashable]]]:
+        """Batches for the free keys, at most ``parallelism`` in flight in all: each batch holds
+        whole runs of its keys' records in offset order, at most ``max_events`` records, and the
+        keys are spread so that every free slot gets one."""
+        with self._lock:
+            slots = parallelism - self.in_flight
+            if slots <= 0 or not self._free:
+                return []
+            count = min(slots, len(self._free))
+            per_batch = math.ceil(len(self._free) / count)
+            out = []
+            for _ in range(count):
+                batch: list[Message] = []
+                keys: set[Hashable] = set()
+                while self._free and len(keys) < per_batch and len(batch) < max_events:
+                    key = self._free.popleft()
+                    queue = self._pending[key]
+                    while queue and len(batch) < max_events:
+                        batch.append(queue.popleft())
+                    if not queue:
+                        del self._pending[key]
+                    keys.add(key)
+                    self._busy.add(key)
+                if not batch:
+                    break
+                # Several keys in one batch: their records in offset order, each key's in its own.
+                if len(keys) > 1:
+                    batch.sort(key=offset_of)
+                self._waiting -= len(batch)
+                self.in_flight += 1
+                self.records_in_flight += len(batch)
+                out.append((batch, frozenset(keys)))
+            return out
+
+    # -- ending ---------------------------------------------------------------------------------
+
+    def finish(self, offsets: Iterable[int], generation: int) -> None:
+        """Records of a batch in flight finished (processed, skipped or dead-lettered)."""
+        with self._lock:
+            if generation != self.generation:
+                return
+            done = list(offsets)
+            self._finished.update(done)
+            self.records_in_flight -= len(done)
+            self._news = True
+
+    def track(self, task: object) -> None:
+        """Remember a handed-out batch's task until :meth:`end` (what :meth:`tracked` lists)."""
+        with self._lock:
+            self._tasks.add(task)
+
+    def tracked(self) -> list[object]:
+        with self._lock:
+            return list(self._tasks)
+
+    def end(self, task: object, keys: Iterable[Hashable], unfinished: list[Message], generation: int) -> None:
+        """A batch is out of flight: its keys are free again; ``unfinished`` records (a batch put
+        back before it ran, or cut short) go back ahead of their keys' later records."""
+        with self._lock:
+            self._tasks.discard(task)
+            self.in_flight -= 1
+            self._news = True
+            current = generation == self.generation
+            if current:
+                self.records_in_flight -= len(unfinished)
+                for message in reversed(unfinished):
+                    key: Hashable = message.key() if self.mode == "key" else offset_of(message)
+                    queue = self._pending.get(key)
+                    if queue is None:
+                        self._pending[key] = queue = deque()
+                    queue.appendleft(message)
+                    self._waiting += 1
+            for key in keys:
+                self._busy.discard(key)
+                if key in self._pending and current:
+                    self._free.append(key)
+
+    def reset(self, offset: int) -> None:
+        """Everything taken is void (a move, the out-of-range policy): start again at ``offset``.
+        Batches still in flight finish nothing when they end."""
+        with self._lock:
+            self.generation += 1
+            self._open.clear()
+            self._finished.clear()
+            self._pending.clear()
+            self._free.clear()
+            self._waiting = 0
+            self.records_in_flight = 0
+            self._next = offset
+            self._news = True
+
+    # -- the commit point -------------------------------------------------------------------------
+
+    def take_news(self) -> bool:
+        """Whether a batch ended or records finished since the last call (and clear it)."""
+        with self._lock:
+            news, self._news = self._news, False
+            return news
+
+    @property
+    def has_news(self) -> bool:
+        return self._news
+
+    def point(self) -> CommitPoint:
+        with self._lock:
+            open_ = self._open
+            finished = self._finished
+            while open_ and open_[0][0] in finished:
+                finished.discard(open_.popleft()[0])
+            low = open_[0][0] if open_ else self._next
+            # Offsets known finished right at the low end (an earlier owner's, not fetched yet).
+            while not open_ and low in finished:
+                finished.discard(low)
+                low += 1
+                self._next = low
+            if len(finished) > 2 * len(open_) + 64:
+                self._finished = finished = {o for o in finished if o > low}
+            return CommitPoint(low, runs_of(o for o in finished if o > low))
+
+    def open_records(self) -> int:
+        with self._lock:
+            return len(self._open)
+
+    def oldest_open_age(self) -> float:
+        """Seconds since the record at the commit point was taken (0 with nothing open)."""
+        with self._lock:
+            for offset, taken in self._open:
+                if offset not in self._finished:
+                    return time.monotonic() - taken
+            return 0.0
+
+    def waiting(self) -> int:
+        with self._lock:
+            return self._waiting
