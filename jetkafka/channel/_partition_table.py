@@ -146,7 +146,7 @@ class PartitionTable:
                     del self._held_over[state.key]
                 if self._states.get(state.key) is state:
                     del self._states[state.key]
-                if state.turn is Turn.IN_HAND and not state.removed:
+                if (state.turn is Turn.IN_HAND or state.lanes_busy()) and not state.removed:
                     self._given_up[state.key] = state
             if budget is not None:
                 budget.set_partitions(len(self._states))
@@ -166,7 +166,8 @@ class PartitionTable:
             if held is not None and not held.removed:
                 return True
             given_up = self._given_up.get(key)
-            if given_up is not None and (given_up.turn is not Turn.IN_HAND or given_up.removed):
+            busy = given_up is not None and (given_up.turn is Turn.IN_HAND or given_up.lanes_busy())
+            if given_up is not None and (not busy or given_up.removed):
                 del self._given_up[key]  # its worker is done with it: nothing more runs on it
                 given_up = None
             return given_up is not None

@@ -70,8 +70,12 @@ class PartitionQueue:
         if state.removed:
             return None
         if state.lanes_busy() and state.holds_back():
-            # Its batches in flight end first; each end offers it again (a commit to make).
-            return 0.0 if state.scheduler is not None and state.scheduler.has_news else None
+            # Its batches in flight end first; each end offers it again (a commit to make), and
+            # a batch waiting out a back-off is woken by the turn to give its records back.
+            assert state.scheduler is not None
+            if not state.scheduler.has_news and not self._parked(state):
+                return None
+            return 0.0 if now >= state.stalled_until else state.stalled_until
         if state.lost_reason is not None:
             return 0.0
         if state.release_reason is not None or state.moves:
@@ -131,6 +135,21 @@ class PartitionQueue:
                 self._tasks.append(task)
             self._cond.notify()
 
+    def _parked(self, state: PartitionState) -> bool:
+        """Whether a batch of ``state`` waits in the timers (a back-off, a wait)."""
+        assert state.scheduler is not None
+        return any(getattr(task, "timer_at", None) is not None for task in state.scheduler.tracked())
+
+    def wake(self, tasks: list[Task]) -> None:
+        """Run these tasks' next attempt at once if they wait in the timers (their partition is
+        released, lost, moved or paused: they give their records back instead of waiting)."""
+        with self._cond:
+            for task in tasks:
+                if task.timer_at is not None:
+                    task.timer_at = None  # its heap entry is skipped when it comes
+                    self._tasks.append(task)
+                    self._cond.notify()
+
     def take(self, timeout: float) -> PartitionState | Task | None:
         """The next partition with work, now in the caller's hands; None on timeout or close."""
         deadline = time.monotonic() + timeout
@@ -180,7 +199,9 @@ class PartitionQueue:
             state.turn = Turn.IDLE
             now = time.monotonic()
             self._offer_locked(state, now)  # wakes one worker if queued again
-            if state.turn is Turn.IDLE:  # not queued again: the partition is free
+            # Not queued again, and none of its batches in flight (ordering key or none): the
+            # partition is free. Until then a newer state of it waits, as behind a turn in hand.
+            if state.turn is Turn.IDLE and not state.lanes_busy():
                 if self._active.get(state.key) is state:
                     del self._active[state.key]
                 for waiting in self._waiting.pop(state.key, []):

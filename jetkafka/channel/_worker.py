@@ -129,6 +129,7 @@ class BatchRunner:
             stats,
             queue.submit if queue is not None else _no_queue,
             queue.offer if queue is not None else _no_queue,
+            queue.wake if queue is not None else _no_queue,
             may_act,
         )
 
@@ -150,12 +151,17 @@ class BatchRunner:
 
     def run_turn(self, state: PartitionState) -> None:
         if state.lanes_busy() and state.holds_back():
-            # Its batches in flight end before a loss, release, move or pause is carried out;
-            # meanwhile what they finished is committed (not after a loss: nothing more is).
-            if state.lost_reason is None and self._may_act() and self.committer.retry_pending(state):
-                self.lanes.commit(state)
-            elif state.scheduler is not None:
+            # Its batches in flight end before a loss, release, move or pause is carried out
+            # (one waiting out a back-off gives its records back at once); meanwhile what they
+            # finished is committed (not after a loss: nothing more is).
+            self.lanes.wake(state)
+            if state.lost_reason is not None:
+                assert state.scheduler is not None
                 state.scheduler.take_news()
+            elif not self._may_act():
+                state.stalled_until = time.monotonic() + 0.2
+            elif self.committer.retry_pending(state):
+                self.lanes.commit(state)
             return
         if state.lost_reason is not None:
             self._lose(state)

@@ -119,6 +119,7 @@ class LaneRunner:
         stats: ChannelStats,
         submit: Callable[[LaneTask], None],
         offer: Callable[[PartitionState], None],
+        wake: Callable[[list[Any]], None],
         may_act: Callable[[], bool],
     ) -> None:
         self.config = config
@@ -128,6 +129,7 @@ class LaneRunner:
         self.stats = stats
         self._submit = submit
         self._offer = offer
+        self._wake = wake
         self._may_act = may_act
 
     @property
@@ -137,17 +139,23 @@ class LaneRunner:
     # -- the partition's turn -------------------------------------------------------------------
 
     def commit(self, state: PartitionState) -> None:
-        """Commit the point the ended batches allow, if it moved (on the worker holding the turn)."""
+        """Commit the point the ended batches allow, if anything ended since the last call and
+        the point moved (on the worker holding the turn)."""
         scheduler = state.scheduler
         assert scheduler is not None
-        scheduler.take_news()
+        if not scheduler.take_news():
+            return
         point = scheduler.point()
         state.position = int(point)
         last = state.last_commit
         if last is None or int(last) != int(point) or finished_of(last) != point.finished:
-            if last is None and not point.finished and int(point) == state.lease.committed:
-                return
             self.committer.advance(state, point)
+
+    def wake(self, state: PartitionState) -> None:
+        """The partition holds back: its batches waiting out a back-off run at once (and give
+        their records back) instead of keeping a release or a pause waiting."""
+        if state.scheduler is not None:
+            self._wake(state.scheduler.tracked())
 
     def turn(self, state: PartitionState) -> bool:
         """Commit, take records, hand batches out; False when the partition has nothing open
