@@ -23,6 +23,9 @@ call                                          errors
 ``InboundChannel.reposition``                 the same as a commit, and ``TimeoutError``
 processor callbacks (``on_exception``)        :class:`PartitionLost`, :class:`CommitFenced`,
                                               :class:`~jetkafka.channel._errors.OffsetOutOfRange`,
+                                              :class:`~jetkafka.ordering.ResponseRefused` (a
+                                              response under ``channel.ordering: key | none``
+                                              whose offset lies outside its batch),
                                               what the processor itself raised
 ``jetkafka offsets reset`` and ``ops.reset``  :class:`~jetkafka.ops._protocol.ResetError`
                                               and its ``ResetIncomplete``

@@ -21,9 +21,9 @@ allowed, is at most 25,000 runs of two numbers each. A second line that cannot b
 edit by hand) is ignored with a warning: the records it named are read again (at least once),
 never skipped.
 
-Compatibility: an instance of jetkafka before 0.34 reads a node with a map as no commit at all;
-every instance of a group must run 0.34 or newer before any of them runs ``key`` or ``none``
-(``docs/ordering.md``).
+Compatibility: a jetkafka release older than ``channel.ordering`` reads a node with a map as no
+commit at all; every instance of a group must be upgraded before any of them runs ``key`` or
+``none`` (``docs/ordering.md``).
 """
 
 from __future__ import annotations
