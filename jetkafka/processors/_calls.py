@@ -13,6 +13,10 @@ so both treat a processor the same way:
   :class:`BatchResponse`: the caller's failure policy decides, with ``on_exception`` first).
   Its ``may_start`` is asked last, right before the call: a process frozen past its session
   timeout anywhere before that line finds its lease run out there and starts nothing;
+- :func:`start_batch` does the same for an asynchronous processor without waiting (ordering
+  ``key`` / ``none``): the coroutine runs on the processors' event loop
+  (:mod:`jetkafka.processors._event_loop`) inside its span, and its end, sorted the same way,
+  goes to a callback; :func:`deliver_batch` given a coroutine waits for it there;
 - :func:`ask_on_exception` reports a failed batch (the traceback once, at its first attempt)
   and asks ``on_exception`` what to do: a response to follow, or None for the failure policy;
 - :func:`call_hook` calls any other callback (``on_exception``, ``on_batch_processed``,
