@@ -46,7 +46,7 @@ from jetkafka.coordination._errors import CommitUncertain
 from jetkafka.coordination._ownership import Lease
 from jetkafka.errors import CommitFenced, OffsetMoved
 from jetkafka.events import Key
-from jetkafka.ordering._commit_point import finished_of
+from jetkafka.ordering._commit_point import CommitPoint, finished_of
 
 if TYPE_CHECKING:
     from jetkafka.channel._fetcher import Fetcher
@@ -115,8 +115,8 @@ class PartitionCommitter:
         partition was lost."""
         if self._pipeline is None:
             return self.commit(state, offset)
-        last = state.last_commit
-        if last != offset or finished_of(last) != finished_of(offset) or state.commit_pending is not None:
+        # A commit point always goes: its map may have moved where its offset did not.
+        if state.last_commit != offset or isinstance(offset, CommitPoint) or state.commit_pending is not None:
             state.advanced = offset
             self._pipeline.submit(state, offset, state.drained())
         return True

@@ -29,7 +29,7 @@ commit at all; every instance of a group must be upgraded before any of them run
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 log = logging.getLogger("jetkafka.ordering")
 
@@ -40,15 +40,33 @@ class CommitPoint(int):
     """The next offset to read (the int value) and the offsets finished above it (``finished``).
 
     Arithmetic on it gives plain ints: ``point + 1`` is an offset, not a commit point.
+
+    ``finished`` may be given as a function, read at its first use and kept: a partition's turn
+    makes a commit point after every batch that ends, and the commit pipeline writes only the
+    newest one per ``commit_interval_ms``, so the runs are built once per write, not once per
+    batch. Offsets only ever become finished (a reset makes a new scheduler generation, whose
+    function then answers nothing), so runs read later than the point was made are still true
+    of it.
     """
 
-    finished: Runs
+    _finished: Runs | None
+    _read: Callable[[], Runs] | None
 
-    def __new__(cls, offset: int, finished: Runs = ()) -> CommitPoint:
+    def __new__(cls, offset: int, finished: Runs | Callable[[], Runs] = ()) -> CommitPoint:
         point = super().__new__(cls, offset)
-        # Only what lies above the offset means anything: the offset itself is unfinished.
-        point.finished = tuple((max(a, offset + 1), b) for a, b in finished if b > max(a, offset + 1))
+        if callable(finished):
+            point._finished, point._read = None, finished
+        else:
+            point._finished, point._read = _above(offset, finished), None
         return point
+
+    @property
+    def finished(self) -> Runs:
+        if self._finished is None:
+            assert self._read is not None
+            self._finished = _above(int(self), self._read())
+            self._read = None
+        return self._finished
 
     def __repr__(self) -> str:
         return f"CommitPoint({int(self)}, finished={list(self.finished)})"
@@ -63,6 +81,11 @@ class CommitPoint(int):
     def same_as(self, other: object) -> bool:
         """Equal offset *and* equal map (``==`` compares the offsets only, as ints do)."""
         return int(self) == other and finished_of(other) == self.finished
+
+
+def _above(offset: int, runs: Runs) -> Runs:
+    # Only what lies above the offset means anything: the offset itself is unfinished.
+    return tuple((max(a, offset + 1), b) for a, b in runs if b > max(a, offset + 1))
 
 
 def finished_of(offset: object) -> Runs:

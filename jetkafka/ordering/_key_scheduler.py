@@ -209,8 +209,16 @@ class KeyScheduler:
                 low += 1
                 self._next = low
             if len(finished) > 2 * len(open_) + 64:
-                self._finished = finished = {o for o in finished if o > low}
-            return CommitPoint(low, runs_of(o for o in finished if o > low))
+                self._finished = {o for o in finished if o > low}
+            generation = self.generation
+            return CommitPoint(low, lambda: self._runs_above(low, generation))
+
+    def _runs_above(self, low: int, generation: int) -> Runs:
+        """The finished offsets above ``low`` now, as runs (none after a reset)."""
+        with self._lock:
+            if generation != self.generation:
+                return ()
+            return runs_of(o for o in self._finished if o > low)
 
     def open_records(self) -> int:
         with self._lock:

@@ -38,7 +38,6 @@ from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
 from jetkafka.events import EventBatch, PartitionSource, offset_of
-from jetkafka.ordering._commit_point import finished_of
 from jetkafka.ordering._errors import ResponseRefused
 from jetkafka.processors._async import AsyncBatchEventProcessor
 from jetkafka.processors._base import BatchResponse, ResponseKind
@@ -145,11 +144,11 @@ class LaneRunner:
         assert scheduler is not None
         if not scheduler.take_news():
             return
+        # Something ended: the point or its map moved (comparing the maps would build them at
+        # every batch; the pipeline writes the newest point once per interval).
         point = scheduler.point()
         state.position = int(point)
-        last = state.last_commit
-        if last is None or int(last) != int(point) or finished_of(last) != point.finished:
-            self.committer.advance(state, point)
+        self.committer.advance(state, point)
 
     def wake(self, state: PartitionState) -> None:
         """The partition holds back: its batches waiting out a back-off run at once (and give

@@ -22,6 +22,7 @@ import asyncio
 import concurrent.futures
 import contextvars
 import threading
+from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -47,6 +48,13 @@ def loop() -> asyncio.AbstractEventLoop:
         return _running[0]
 
 
+# Coroutines handed over and not begun yet, and whether the loop was woken to begin them: a
+# wake-up writes to the loop's self-pipe, which costs more than beginning a small coroutine,
+# so one wake-up begins every coroutine handed over until the loop gets to it.
+_arrived: deque[Callable[[], None]] = deque()
+_woken = [False]
+
+
 def start(coro: Coroutine[Any, Any, Any], done: Callable[[concurrent.futures.Future[Any]], None]) -> None:
     """Run ``coro`` on the loop; ``done(future)`` is called on the loop's thread when it ends."""
     future: concurrent.futures.Future[Any] = concurrent.futures.Future()
@@ -67,7 +75,22 @@ def start(coro: Coroutine[Any, Any, Any], done: Callable[[concurrent.futures.Fut
         task.add_done_callback(ended)
 
     future.add_done_callback(done)
-    target.call_soon_threadsafe(begin)
+    with _lock:
+        _arrived.append(begin)
+        if _woken[0]:
+            return
+        _woken[0] = True
+    target.call_soon_threadsafe(_begin_arrived)
+
+
+def _begin_arrived() -> None:
+    """On the loop: begin every coroutine handed over so far."""
+    with _lock:
+        _woken[0] = False
+        arrived = list(_arrived)
+        _arrived.clear()
+    for begin in arrived:
+        begin()
 
 
 def run_blocking(coro: Coroutine[Any, Any, Any]) -> Any:
