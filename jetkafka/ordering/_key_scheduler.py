@@ -95,22 +95,29 @@ class KeyScheduler:
 
     def hand_out(self, parallelism: int, max_events: int) -> list[tuple[list[Message], frozenset[Hashable]]]:
         """Batches for the free keys, at most ``parallelism`` in flight in all: each batch holds
-        whole runs of its keys' records in offset order, at most ``max_events`` records, and the
-        keys are spread so that every free slot gets one."""
+        whole runs of its keys' records in offset order, at most ``max_events`` records, and as
+        many keys as spreads the free keys over every slot, busy ones included (sized by the free
+        slots alone, the last slot of a busy partition would take every free key at once and
+        run them one after the other while the slots that free up next find nothing to do)."""
         with self._lock:
             slots = parallelism - self.in_flight
             if slots <= 0 or not self._free:
                 return []
+            cap = math.ceil(len(self._free) / parallelism)  # keys per batch, at most
+            # Records per batch, at most: small enough that the waiting records spread over
+            # every slot; a key's long run in one batch would hold a thread for all of it while
+            # other keys wait for one.
+            size = min(max_events, max(1, math.ceil(self._waiting / parallelism)))
             count = min(slots, len(self._free))
-            per_batch = math.ceil(len(self._free) / count)
             out = []
-            for _ in range(count):
+            for i in range(count):
+                per_batch = min(cap, math.ceil(len(self._free) / (count - i)))
                 batch: list[Message] = []
                 keys: set[Hashable] = set()
-                while self._free and len(keys) < per_batch and len(batch) < max_events:
+                while self._free and len(keys) < per_batch and len(batch) < size:
                     key = self._free.popleft()
                     queue = self._pending[key]
-                    while queue and len(batch) < max_events:
+                    while queue and len(batch) < size:
                         batch.append(queue.popleft())
                     if not queue:
                         del self._pending[key]
