@@ -29,7 +29,9 @@ def committed(zk: KazooClient, group: str, topic: str) -> dict[int, int]:
     path = f"/consumers/{group}/offsets/{topic}"
     if zk.exists(path) is None:
         return {}
-    return {int(p): int(zk.get(f"{path}/{p}")[0]) for p in zk.get_children(path)}
+    # An offset node is created empty at its partition's first take, before its first commit.
+    values = {int(p): zk.get(f"{path}/{p}")[0] for p in zk.get_children(path)}
+    return {p: int(v) for p, v in values.items() if v}
 
 
 def test_groups_lists_each_group_with_members_and_lag(
