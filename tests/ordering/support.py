@@ -69,7 +69,7 @@ class KeyRecorder(BatchEventProcessor):
         self.violations: list[str] = []
         self.terminations: list[tuple[int, int]] = []  # (partition, head offset)
         self.errors: list[tuple[int, str]] = []
-        self.in_flight: dict[int, list[int]] = {}  # id(batch) -> offsets, while in the processor
+        self.in_flight: dict[int, list[tuple[int, int]]] = {}  # id(batch) -> (partition, offset)s, in the processor
         self.gate = threading.Event()
         self.gate.set()
 
@@ -83,7 +83,7 @@ class KeyRecorder(BatchEventProcessor):
             self.busy |= keys
             run = self.runs[p]
             self.seen.extend(Seen(self.owner, p, run, e.offset, int(e.value or b"-1")) for e in events)
-            self.in_flight[token] = [e.offset for e in events]
+            self.in_flight[token] = [(p, e.offset) for e in events]
         try:
             self.gate.wait(60)
             delay = max(self._hold(e) for e in events)
@@ -111,9 +111,10 @@ class KeyRecorder(BatchEventProcessor):
         with self.lock:
             return [s.id for s in self.seen]
 
-    def in_flight_offsets(self) -> set[int]:
+    def in_flight_offsets(self) -> set[tuple[int, int]]:
+        """``(partition, offset)`` of every record in a batch the processor has in hand now."""
         with self.lock:
-            return {o for offsets in self.in_flight.values() for o in offsets}
+            return {po for batch in self.in_flight.values() for po in batch}
 
 
 def key_order_breaks(seen: Iterable[Seen]) -> list[str]:
@@ -167,3 +168,26 @@ class Owner:
             return self.channel.shutdown(timeout)
         finally:
             self.session.stop()
+
+
+def read_runs(path: str) -> list[Seen]:
+    """The deliveries of an :class:`~tests.support.event_log.EventLogRecorder` file in the
+    order they were logged, each with its run: a process's run on a partition ends with its
+    ``on_stream_termination`` (T) or ``on_exception`` (X) line for that partition."""
+    runs: dict[tuple[int, int], int] = defaultdict(int)
+    out = []
+    try:
+        f = open(path)  # noqa: SIM115 - entered below, once a missing file is ruled out
+    except FileNotFoundError:
+        return []
+    with f:
+        for line in f:
+            if not line.endswith("\n"):
+                break  # a line being written right now
+            kind, pid, _at, _topic, partition, a, *rest = line.split()
+            where = (int(pid), int(partition))
+            if kind == "D":
+                out.append(Seen(pid, int(partition), runs[where], int(a), int(rest[0])))
+            else:
+                runs[where] += 1
+    return out
