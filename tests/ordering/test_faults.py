@@ -56,7 +56,7 @@ def test_kill_9_re_processes_only_records_open_at_the_kill(
     ordering: str,
 ) -> None:
     topic = topic_factory(partitions=PARTITIONS)
-    ids = range(0, 2400)
+    ids = range(2400)
     produce(topic, keyed(ids, PARTITIONS))
     events = tmp_path / "events.log"
     config = member_config(
@@ -124,7 +124,7 @@ def test_a_frozen_instance_is_fenced_and_only_its_batches_in_hand_run_twice(
     tmp_path: Path, zk: KazooClient, zk_connect: str, kafka_config: dict[str, Any], topic_factory, produce
 ) -> None:
     topic = topic_factory(partitions=PARTITIONS)
-    ids = range(0, 2400)
+    ids = range(2400)
     produce(topic, keyed(ids, PARTITIONS))
     events = tmp_path / "events.log"
     config = member_config(
@@ -189,7 +189,8 @@ def test_a_frozen_instance_is_fenced_and_only_its_batches_in_hand_run_twice(
     assert {s.id for s in seen} == set(ids), "records lost"
     assert key_order_breaks(seen) == []
     frozen_in_hand = [
-        s for s in seen[:in_hand_seen]
+        s
+        for s in seen[:in_hand_seen]
         if s.owner == str(zombie.pid) and s.partition in held and s.offset in open_at(at_stop[s.partition], [s])
     ]
     assert frozen_in_hand, "the zombie had no batch in hand at the freeze"
@@ -217,7 +218,7 @@ def test_a_session_expiry_loses_the_partitions_and_commits_no_result_of_the_batc
 ) -> None:
     partitions = 2
     topic = topic_factory(partitions=partitions)
-    ids = range(0, 600)
+    ids = range(600)
     produce(topic, keyed(ids, partitions))
     config = channel_config(
         zk_connect,
@@ -246,8 +247,10 @@ def test_a_session_expiry_loses_the_partitions_and_commits_no_result_of_the_batc
         )
         wait_until(lambda: len(owners(zk, topic)) == partitions, what="the partitions taken again")
         wait_until(lambda: set(recorder.ids()) >= set(ids), what="every record")
-        wait_until(lambda: all(commit_point(zk, topic, p) == len(ids) // partitions for p in range(partitions)),
-                   what="the final commits")
+        wait_until(
+            lambda: all(commit_point(zk, topic, p) == len(ids) // partitions for p in range(partitions)),
+            what="the final commits",
+        )
         time.sleep(0.3)
     finally:
         recorder.gate.set()

@@ -64,7 +64,7 @@ def test_a_graceful_shutdown_commits_the_map_and_the_next_start_processes_only_t
     zk: KazooClient, zk_connect: str, kafka_config: dict[str, Any], topic_factory, produce
 ) -> None:
     topic = topic_factory(partitions=1)
-    ids = range(0, 20 * KEYS)
+    ids = range(20 * KEYS)
     assert produce(topic, keyed(ids, 1)) == list(ids)  # one partition: offset == id
 
     first, point = leave_a_map(zk, zk_connect, kafka_config, topic, ids)
@@ -98,7 +98,7 @@ def test_a_partition_mode_owner_honours_the_map_and_a_reset_drops_it(
     zk: KazooClient, zk_connect: str, kafka_config: dict[str, Any], topic_factory, produce
 ) -> None:
     topic = topic_factory(partitions=1)
-    ids = range(0, 20 * KEYS)
+    ids = range(20 * KEYS)
     produce(topic, keyed(ids, 1))
     first, point = leave_a_map(zk, zk_connect, kafka_config, topic, ids)
     open_ = set(ids) - set(first.ids())
@@ -130,12 +130,10 @@ def test_a_partition_mode_owner_honours_the_map_and_a_reset_drops_it(
     # writes a bare offset and everything from there is processed again, nothing skipped.
     more = range(len(ids), len(ids) + 20 * KEYS)
     produce(topic, keyed(more, 1))
-    again, point = leave_a_map(zk, zk_connect, kafka_config, topic, more)
+    _, point = leave_a_map(zk, zk_connect, kafka_config, topic, more)
     reset_to = int(point) - 3
     assert point.finished_count > 0
-    result = reset_offsets(
-        parse_config(channel_config(zk_connect, kafka_config, [topic])), topic, reset_to
-    )
+    result = reset_offsets(parse_config(channel_config(zk_connect, kafka_config, [topic])), topic, reset_to)
     assert result.ok and result.targets == {0: reset_to}
     node = commit_point(zk, topic, 0)
     assert node == reset_to and type(node) is int, f"the reset kept a map: {node!r}"
@@ -155,13 +153,12 @@ def test_a_partition_mode_owner_honours_the_map_and_a_reset_drops_it(
     assert after.violations == [] and key_order_breaks(after.seen) == []
 
 
-
 def test_two_instances_hand_partitions_over_mid_stream_without_a_duplicate(
     zk: KazooClient, zk_connect: str, kafka_config: dict[str, Any], topic_factory, produce
 ) -> None:
     partitions = 4
     topic = topic_factory(partitions=partitions)
-    ids = range(0, 600)
+    ids = range(600)
     produce(topic, keyed(ids, partitions))
     config = key_config(zk_connect, kafka_config, topic, threads=2, max_in_flight_per_partition=40)
     per_batch = lambda event: 0.03  # noqa: E731 - slow enough that every hand-over lands mid-stream
@@ -180,9 +177,7 @@ def test_two_instances_hand_partitions_over_mid_stream_without_a_duplicate(
         assert first.close()
         assert len(first.recorder.ids()) < len(ids), "the first instance finished before it left"
         everything = set(ids)
-        wait_until(
-            lambda: set(first.recorder.ids()) | set(second.recorder.ids()) >= everything, what="every record"
-        )
+        wait_until(lambda: set(first.recorder.ids()) | set(second.recorder.ids()) >= everything, what="every record")
         time.sleep(0.5)
     finally:
         first.close()
@@ -233,9 +228,7 @@ def test_hot_deploy_from_partition_to_key_to_none_loses_and_repeats_nothing(
             config["channel"]["ordering"] = ordering
             path.write_text(yaml.safe_dump(config))
             wait_until(lambda o=ordering: channel.config.channel.ordering == o, what=f"ordering {ordering} applied")
-            wait_until(
-                lambda p=phase: len(recorder.terminations) == p * partitions, what="the resubscribe's releases"
-            )
+            wait_until(lambda p=phase: len(recorder.terminations) == p * partitions, what="the resubscribe's releases")
             assert len(recorder.ids()) < sent, f"every record was processed before the switch to {ordering}"
             load(600)
             wait_until(lambda: len(recorder.ids()) >= sent - 450, what=f"processing under {ordering}")
@@ -249,3 +242,39 @@ def test_hot_deploy_from_partition_to_key_to_none_loses_and_repeats_nothing(
     assert recorder.violations == []
     assert key_order_breaks(s for s in recorder.seen if s.run < 2) == []  # partition, then key
     assert recorder.errors == []
+
+
+def test_a_reset_of_a_running_key_mode_owner_waits_for_its_batches_and_re_processes_everything_after(
+    zk: KazooClient, zk_connect: str, kafka_config: dict[str, Any], topic_factory, produce
+) -> None:
+    topic = topic_factory(partitions=1)
+    ids = range(20 * KEYS)
+    produce(topic, keyed(ids, 1))
+    recorder = KeyRecorder("one", hold=slow_first(0))
+    config = key_config(zk_connect, kafka_config, topic)
+    channel = InboundChannel.from_dict(config, processor=recorder)
+    channel.start()
+    try:
+        others = {i for i in ids if key_of(i) != SLOW_KEY}
+        wait_until(lambda: others <= set(recorder.ids()), what="every other key's records")
+        wait_until(lambda: finished_of(commit_point(zk, topic, 0)) != (), what="a map committed")
+        slow_batch = recorder.in_flight_offsets()
+        assert slow_batch, "the slow key's batch ended before the reset"
+        reset_to = 0  # the commit point itself: only the map changes (it goes)
+        at_reset = len(recorder.seen)  # a reset begins a new run of this owner
+        result = reset_offsets(parse_config(config), topic, reset_to)
+        assert result.ok and result.targets == {0: reset_to}
+        # The instance moved its own partition: only after the slow batch had ended.
+        assert not recorder.in_flight_offsets() & slow_batch
+        wait_until(lambda: commit_point(zk, topic, 0) == len(ids), what="the owner at the end again")
+        time.sleep(0.3)
+    finally:
+        assert channel.shutdown(30)
+    after = [s.id for s in recorder.seen[at_reset:]]
+    # Everything from the reset offset once more, the slow batch's records too: its results,
+    # which came in while the reset waited, belong to the position the reset replaced.
+    assert Counter(after) == Counter(range(reset_to, len(ids))), "the reset skipped or repeated records"
+    assert recorder.violations == []
+    assert key_order_breaks(recorder.seen[:at_reset]) == key_order_breaks(recorder.seen[at_reset:]) == []
+    final = commit_point(zk, topic, 0)
+    assert final == len(ids) and finished_of(final) == ()
