@@ -70,6 +70,7 @@ class KeyRecorder(BatchEventProcessor):
         self.terminations: list[tuple[int, int]] = []  # (partition, head offset)
         self.errors: list[tuple[int, str]] = []
         self.in_flight: dict[int, list[tuple[int, int]]] = {}  # id(batch) -> (partition, offset)s, in the processor
+        self.spans: list[list[Any]] = []  # [start, end (None while in hand), ids], monotonic
         self.gate = threading.Event()
         self.gate.set()
 
@@ -84,6 +85,8 @@ class KeyRecorder(BatchEventProcessor):
             run = self.runs[p]
             self.seen.extend(Seen(self.owner, p, run, e.offset, int(e.value or b"-1")) for e in events)
             self.in_flight[token] = [(p, e.offset) for e in events]
+            span = [time.monotonic(), None, [int(e.value or b"-1") for e in events]]
+            self.spans.append(span)
         try:
             self.gate.wait(60)
             delay = max(self._hold(e) for e in events)
@@ -94,6 +97,7 @@ class KeyRecorder(BatchEventProcessor):
             with self.lock:
                 self.busy -= keys
                 del self.in_flight[token]
+                span[1] = time.monotonic()
 
     def on_stream_termination(self, source: PartitionSource) -> BatchResponse | None:
         with self.lock:
