@@ -324,3 +324,36 @@ def test_a_partition_mode_owner_released_before_passing_the_map_hands_it_on(
     assert Counter(last.ids()) == Counter(set(open_) - done_by_partition_owner)
     total = Counter(first.ids()) + Counter(ordered.ids()) + Counter(last.ids())
     assert total == Counter(ids), "three graceful owners lost or repeated records"
+
+
+@pytest.mark.parametrize("to", ["partition", "none"])
+def test_a_hot_deploy_while_a_key_holds_the_commit_point_back_carries_the_map_over(
+    tmp_path: Path, zk: KazooClient, zk_connect: str, kafka_config: dict[str, Any], topic_factory, produce, to: str
+) -> None:
+    topic = topic_factory(partitions=1)
+    ids = range(20 * KEYS)
+    produce(topic, keyed(ids, 1))
+    path = tmp_path / "channel.yaml"
+    config = key_config(zk_connect, kafka_config, topic)
+    path.write_text(yaml.safe_dump(config))
+    recorder = KeyRecorder("one", hold=slow_first(0))
+    channel = InboundChannel.from_yaml(path, processor=recorder)
+    channel.start()
+    channel.watch()
+    try:
+        others = {i for i in ids if key_of(i) != SLOW_KEY}
+        wait_until(lambda: others <= set(recorder.ids()), what="every other key's records")
+        assert recorder.in_flight_offsets(), "the slow key's batch ended before the hot deploy"
+        recorder.exclusive_keys = to == "key"
+        config["channel"]["ordering"] = to
+        path.write_text(yaml.safe_dump(config))
+        wait_until(lambda: channel.config.channel.ordering == to, what=f"ordering {to} applied")
+        wait_until(lambda: commit_point(zk, topic, 0) == len(ids), what="the end under the new ordering")
+        time.sleep(0.3)
+    finally:
+        assert channel.shutdown(30)
+    assert recorder.terminations and recorder.terminations[0][0] == 0
+    counts = Counter(recorder.ids())
+    assert set(counts) == set(ids)
+    assert {i: n for i, n in counts.items() if n > 1} == {}, "the resubscribe repeated finished records"
+    assert key_order_breaks(s for s in recorder.seen if s.run == 0) == []
