@@ -267,7 +267,15 @@ class PartitionState:
         if not self.inherited:
             return offset
         self.inherited = {o for o in self.inherited if o >= offset}
-        return CommitPoint(offset, runs_of(self.inherited)) if self.inherited else offset
+        # Finished offsets right at the position are committed past: a commit point's own
+        # offset is unfinished by definition (its map cannot name it), so committing the
+        # position itself would have the next owner process them again. They stay in
+        # ``inherited`` until read, to be skipped.
+        low = offset
+        while low in self.inherited:
+            low += 1
+        above = runs_of(o for o in self.inherited if o > low)
+        return CommitPoint(low, above) if above else low
 
     def drained(self) -> bool:
         """By the worker holding the turn: nothing fetched waits for the processor (nothing
