@@ -11,7 +11,7 @@ line, skipped by the next owner, never claiming what nobody processed, never rea
 
 from __future__ import annotations
 
-from tests.soak.fencing import replay
+from tests.soak.fencing import finished_runs, replay
 from tests.soak.world import A, B, World, only, two_members
 
 EXPIRED = "uncommitted batches of an expired session"
@@ -60,6 +60,9 @@ def test_the_offset_nodes_map_is_read_and_a_lowered_commit_is_still_seen() -> No
     assert zk.finished_at("t", 0, 102.7) == ((4, 6), (8, 10))
     report = w.check("key")
     assert report.offsets_back.count == 1 and "10 -> 7" in report.offsets_back.examples[0]
+    # A second line that cannot be read claims nothing (so nothing is excused by it).
+    assert finished_runs(b"12\n1+2,x+1") == () and finished_runs(b"12") == ()
+    assert finished_runs(b"12\n1+2,3+1") == ((13, 15), (18, 19))
 
 
 def _claimed(finished: tuple[tuple[int, int], ...]) -> World:
@@ -157,3 +160,11 @@ def test_a_slow_key_must_not_hold_its_partitions_other_keys_back() -> None:
     held = _slow_key(7.0).check("key", keys=4)
     assert held.held_back.count == 1 and held.violations == 1
     assert "another key than the slow k0) waited 7.0 s; the slow key 20.0 s" in held.held_back.examples[0]
+
+
+def test_the_checkers_decoder_reads_what_jetkafka_writes() -> None:
+    from jetkafka.ordering._commit_point import CommitPoint, encode_offset
+
+    runs = ((13, 15), (18, 19), (40, 41))
+    assert finished_runs(encode_offset(CommitPoint(12, runs))) == runs
+    assert finished_runs(encode_offset(12)) == ()
