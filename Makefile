@@ -6,8 +6,9 @@
 #   make lint                 mypy (strict, on jetkafka/; setup.cfg [mypy]) and ruff (on jetkafka/
 #                             and tests/; ruff.toml): one line per tool, non-zero on any error
 #   make soak                 the chaos soak, two runs of 10+ minutes each, judged by its checker,
-#                             and six rows of the guarantee matrix (Spark, SimpleKafkaProcessor's
-#                             three modes, a poisoned partition, a slow one; the other rows run in
+#                             and nine rows of the guarantee matrix (Spark, SimpleKafkaProcessor's
+#                             three modes, a poisoned partition, a slow one, channel.ordering key
+#                             and none, a slow key; the other rows run in
 #                             make test; SOAK_ARGS="--seed 42 -k recording" to repeat or narrow it)
 #   make dev-up / dev-down    the local ZooKeeper and broker, in .jetkafka/devstack
 #   make venv                 only create or refresh .venv

@@ -36,7 +36,12 @@ its :class:`~tests.soak.guarantee.Guarantee`. It reports, each as a count with e
 **out of order**
     within one process's hold of a partition (one owner node's life, from the transaction log),
     offsets must strictly increase, except across a backwards reset of that partition (recovery
-    batches and live ones are each in order).
+    batches and live ones are each in order). Under ``ordering: key`` per record key within the
+    hold; under ``none`` not judged.
+**finished maps** (``ordering: key | none``)
+    a map that claims a record nobody had processed, or reaches ``max_in_flight`` records above
+    its commit point (:mod:`tests.soak.commit_maps`); a record the map claimed and delivered
+    again is a duplicate like one below the committed offset.
 **foreign commits / offsets gone back**
     from :mod:`tests.soak.fencing`: offset writes by a session that did not own the partition at
     that zxid, and offsets lowered outside a reset's transaction.
@@ -69,6 +74,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from itertools import pairwise
 
+from tests.soak.commit_maps import judge_maps
 from tests.soak.fencing import Session, ZooKeeperHistory
 from tests.soak.guarantee import CRASH_KINDS, EXPIRY_KINDS, Guarantee, guarantee_for
 from tests.soak.history import Batch, Callback, Delivery, Fault
@@ -76,6 +82,7 @@ from tests.soak.isolation import held_back, longest_waits, overlapping_batches
 from tests.soak.losses import lost_cause
 from tests.soak.neighbours import neighbour_disturbances
 from tests.soak.report import Cause, Finding, Report
+from tests.soak.slow_key import key_of, slow_key_held_back
 from tests.soak.timeline import TOLERANCE_S, Timeline
 
 # A freed partition must be taken again at once (guarantees: within about a second of a graceful
@@ -223,21 +230,27 @@ def _over_budget(
     records = len({d.offset for d in firsts})
     span = _span(firsts, returns or {})
     where = f"session 0x{group[1]:x} [{partition}]: {records} record(s) first delivered over {span:.2f} s"
+    # One batch per partition, or under ordering key | none one per worker thread.
+    n = g.batches_in_hand_per_partition
     if what == "timed_out":
         batches = len({d.at for d in firsts})
-        if batches > 1 or records > g.batch_max_events:
-            return f"{where} in {batches} batch(es); at most one batch ({g.batch_max_events})"
+        if batches > n or records > n * g.batch_max_events:
+            return f"{where} in {batches} batch(es); at most {n} batch(es) of {g.batch_max_events}"
     if what == "in_hand":
-        # One batch: the recorder stamps a whole batch with one time.
+        # The recorder stamps a whole batch with one time.
         batches = len({d.at for d in firsts})
         limit = g.recovery_batch if group[3].endswith("recovery") and g.recovery_batch else g.batch_max_events
-        if batches > 1 or records > limit:
-            return f"{where} in {batches} batch(es); at most one batch ({limit}) per partition"
+        if batches > n or records > n * limit:
+            return f"{where} in {batches} batch(es); at most {n} batch(es) of {limit} per partition"
     if what == "stale" and records > g.stale_sends_per_hold:
         return f"{where}; at most {g.stale_sends_per_hold} per hold"
     if what == "recovery" and g.recovery_batch is not None and records > g.recovery_batch:
         return f"{where}; at most one recovery batch ({g.recovery_batch})"
-    if what == "expiry":
+    if what == "expiry" and g.max_in_flight is not None:
+        # ordering key | none: the records open at the loss, however long ago their batch began.
+        if records > g.max_in_flight:
+            return f"{where}; at most the records open at the loss (max_in_flight {g.max_in_flight})"
+    elif what == "expiry":
         if g.redelivery_records_after_crash is not None and kind in CRASH_KINDS:
             if records > g.redelivery_records_after_crash:
                 return f"{where}; after a {kind} at most the batch in flight ({g.redelivery_records_after_crash})"
@@ -380,10 +393,12 @@ def check(
 
     rewinds_after_truncation = 0
     out_of_order = Finding()
-    if g.checks_order:
-        last: dict[tuple[int, int, int | None, bool], Delivery] = {}
+    if g.checks_order and g.ordering != "none":
+        last: dict[tuple[int, int, int | None, bool, int], Delivery] = {}
         for d in sorted(deliveries, key=lambda d: d.seq):
-            key = (d.pid, d.partition, t.hold_of(d), d.recovery)
+            # Under ordering key, a key's records in order; the partition's keys interleave.
+            record_key = key_of(d.id, g.keys) if g.ordering == "key" else -1
+            key = (d.pid, d.partition, t.hold_of(d), d.recovery, record_key)
             prev = last.get(key)
             if prev is not None and d.offset <= prev.offset and t.reset_covering(d.topic, d.partition, d.offset, prev.at, d.at) is None:
                 if truncated(d.partition, d.offset, prev.offset):
@@ -462,11 +477,20 @@ def check(
     notes += isolation_notes
     disturbed, neighbour_notes = neighbour_disturbances(faults, zk, acked, acked_at or {}, deliveries)
     notes += neighbour_notes
+    if g.ordering == "key":
+        slow_key, slow_key_notes = slow_key_held_back(acked, acked_at or {}, deliveries, faults, g.keys, g.isolation_ratio, topic)
+        for example in slow_key.examples:  # one at most: the longest wait of the other keys
+            held.add(example)
+        notes += slow_key_notes
+    claims, over_window, map_notes = judge_maps(zk.writes, deliveries, g.max_in_flight)
+    notes += map_notes
+    # Under ordering key | none one process has several batches of a partition in hand at once.
+    overlapping = overlapping_batches(batches or []) if g.ordering == "partition" else Finding()
     kinds = Counter(f.kind for f in t.faults)
     return Report(
         mode, events, dict(sorted(kinds.items())), dict(lost), dict(duplicated), out_of_order, foreign, back, expired,
         notes, ownerless=ownerless, while_paused=while_paused, waits=waits, held_back=held,
-        overlapping=overlapping_batches(batches or []), disturbed=disturbed,
+        overlapping=overlapping, disturbed=disturbed, map_claims=claims, over_window=over_window,
     )
 
 

@@ -75,6 +75,9 @@ class OffsetWrite:
     previous: int | None
     owner: int | None  # the session owning the partition at that zxid, None if nobody did
     reset_id: str | None  # the reset whose done marker the same transaction created
+    # ``ordering: key | none``: the offsets finished above ``offset`` the same write claims,
+    # as (first, end) runs, end exclusive (the node's second line).
+    finished: tuple[tuple[int, int], ...] = ()
 
     @property
     def foreign(self) -> bool:
@@ -126,6 +129,8 @@ class ZooKeeperHistory:
     pauses: list[PauseMarker] = field(default_factory=list)
     transactions: int = 0
     _by_key: dict[Key, tuple[list[float], list[int | None]]] = field(default_factory=dict, repr=False)
+    # Beside ``_by_key``, one entry per write: the finished runs that write claimed.
+    _maps: dict[Key, list[tuple[tuple[int, int], ...]]] = field(default_factory=dict, repr=False)
     # Each partition's recovery ranges over time: (times, ranges as of each time).
     _ranges: dict[Key, tuple[list[float], list[tuple[tuple[int, int], ...]]]] = field(default_factory=dict, repr=False)
 
@@ -142,6 +147,13 @@ class ZooKeeperHistory:
         times, values = self._by_key.get((topic, partition), ([], []))
         i = bisect.bisect_right(times, at)
         return values[i - 1] if i else None
+
+    def finished_at(self, topic: str, partition: int, at: float) -> tuple[tuple[int, int], ...]:
+        """The offsets finished above the committed one as of wall time ``at`` (runs, end exclusive)."""
+        times, _values = self._by_key.get((topic, partition), ([], []))
+        i = bisect.bisect_right(times, at)
+        maps = self._maps.get((topic, partition), [])
+        return maps[i - 1] if 0 < i <= len(maps) else ()
 
     def ranges_at(self, topic: str, partition: int, at: float) -> tuple[tuple[int, int], ...]:
         """The partition's recovery ranges (half-open ``[from, to)``) as of wall time ``at``."""
@@ -173,8 +185,29 @@ class ZooKeeperHistory:
 
 
 def _offset(data: bytes) -> int | None:
-    text = data.decode("ascii", "replace").strip()
+    # The first line: under ``ordering: key | none`` a second one lists the finished offsets.
+    text = data.decode("ascii", "replace").strip().split("\n", 1)[0].strip()
     return int(text) if text.lstrip("-").isdigit() else None
+
+
+def finished_runs(data: bytes) -> tuple[tuple[int, int], ...]:
+    """The finished runs an offset node's second line claims (``gap+length`` from the previous
+    run's end, the first from the offset); none for a bare offset or a line that cannot be read.
+    Decoded here, not with jetkafka's own decoder: the checker does not take its word."""
+    lines = data.decode("ascii", "replace").strip().split("\n")
+    offset = _offset(data)
+    if len(lines) < 2 or offset is None:
+        return ()
+    runs, end = [], offset
+    try:
+        for part in lines[1].strip().split(","):
+            gap, length = part.split("+")
+            first = end + int(gap)
+            end = first + int(length)
+            runs.append((first, end))
+    except ValueError:
+        return ()
+    return tuple(runs)
 
 
 class _Replay:
@@ -286,14 +319,14 @@ class _Replay:
         previous = self.offsets.get(key)
         write = OffsetWrite(
             txn.zxid, at, txn.session, key[0], key[1], value, previous,
-            owner.session if owner is not None else None, markers.get(key[1]),
+            owner.session if owner is not None else None, markers.get(key[1]), finished_runs(op.data),
         )
         self.history.writes.append(write)
         self.offsets[key] = value
         times, values = self.history._by_key.setdefault(key, ([], []))
         times.append(at)
         values.append(value)
-
+        self.history._maps.setdefault(key, []).append(write.finished)
 
     def apply_ranges(self, at: float, key: Key, op: Op) -> None:
         """A write of a partition's recovery node: its ``ranges`` from now on (none once deleted)."""

@@ -23,7 +23,18 @@ mode                          after a lost instance, per partition it held
 ``recovery``                  live batches as ``batch``; of recovery batches at most one batch
                               (``recovery.batch_max_events``) comes again
 ``spark``                     nothing: the output is exactly once
+``key``, ``none``             (``channel.ordering``, ``advance()`` per batch) the records of the
+                              partition open at the loss: taken and not committed as finished
+                              (below the commit point or in its map), at most
+                              ``max_in_flight_per_partition``; nothing the map claimed
 ============================  =================================================================
+
+Order: within one process's hold of a partition, offsets strictly increase (``partition``);
+under ``key`` they do per record key (keys drawn from the record's id: ``id % keys``); under
+``none`` nothing is judged. Under ``key`` and ``none`` several batches of one partition are in
+hand at once by design (at most one per worker thread), a map never claims a record nobody had
+delivered before the write, and no write's map reaches ``max_in_flight_per_partition`` records
+above its commit point (:mod:`tests.soak.commit_maps`).
 
 Everything else is zero in every mode: a join, a graceful leave, a hot deploy, a pause, a
 ZooKeeper outage shorter than the session, a broker restart and (in the at-least-once modes) a
@@ -51,7 +62,11 @@ MODES = (
     "dispatcher",
     "recovery",
     "spark",
+    "key",
+    "none",
 )
+# The rows of ``channel.ordering`` other than ``partition``: the plain processor's, concurrent.
+ORDERING_MODES = frozenset({"key", "none"})
 # The faults after which a session ends by expiry (the server's, not the client's close).
 CRASH_KINDS = frozenset({"kill", "zombie"})
 EXPIRY_KINDS = frozenset({"kill", "zombie", "zk_expire"})
@@ -100,6 +115,18 @@ class Guarantee:
     # stretches both. Before shares were kept, its holder's other partitions waited as long as
     # it stayed there: over half of its wait in the rows (docs/guarantees.md has the figures).
     isolation_ratio: float = 1 / 3
+    # ``channel.ordering``: ``partition`` judges order per partition, ``key`` per record key
+    # (``id % keys``, 0: every id its own key), ``none`` not at all. Under ``key`` and ``none``
+    # what a lost instance re-delivers per partition is bound by its records open then
+    # (``max_in_flight``), not by time: a slow key keeps a batch open for long.
+    ordering: str = "partition"
+    keys: int = 0
+    max_in_flight: int | None = None
+
+    @property
+    def batches_in_hand_per_partition(self) -> int:
+        """How many batches of one partition one process may have in hand at once."""
+        return 1 if self.ordering == "partition" else self.threads
 
     @property
     def redelivery_span_s(self) -> float:
@@ -111,7 +138,7 @@ def guarantee_for(mode: str, params: dict[str, Any] | None = None) -> Guarantee:
 
     ``params`` may hold ``session_timeout_s``, ``commit_interval_ms``, ``interval_ms`` (the
     periodic mode's), ``batch_max_events``, ``threads``, ``recovery_batch_max_events`` and
-    ``shutdown_timeout_s``.
+    ``shutdown_timeout_s``; the ordering rows also ``max_in_flight`` and ``keys``.
     """
     p = params or {}
     return replace(_of_mode(mode, p), shutdown_timeout_s=float(p.get("shutdown_timeout_s", 60.0)))
@@ -142,6 +169,10 @@ def _of_mode(mode: str, p: dict[str, Any]) -> Guarantee:
         )
     if mode == "recovery":
         return replace(base, recovery_batch=int(p.get("recovery_batch_max_events", 500)))
+    if mode in ORDERING_MODES:
+        return replace(
+            base, ordering=mode, keys=int(p.get("keys", 0)), max_in_flight=int(p.get("max_in_flight", 1000)),
+        )
     if mode == "spark":
         return Guarantee(mode, redelivers_after_expiry=False, checks_order=False, stamps_batch_start=False)
     raise ValueError(f"unknown soak mode {mode!r}; one of {', '.join(MODES)}")

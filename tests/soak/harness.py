@@ -128,7 +128,7 @@ def _producer(options: SoakOptions, cluster: SoakCluster, topic: str) -> SoakPro
         rate, total = options.rate, 1 << 40
     else:
         rate, total = max(1, math.ceil(options.events * 1.02 / options.duration_s)), options.events
-    return SoakProducer(cluster.kafka, topic, range(options.partitions), rate=rate, total=total)
+    return SoakProducer(cluster.kafka, topic, range(options.partitions), rate=rate, total=total, keys=options.settings.keys)
 
 
 def run_soak(options: SoakOptions, run_dir: Path) -> Report:

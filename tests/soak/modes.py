@@ -14,6 +14,10 @@ mode                       processor
                            recovery processor is a second ``SoakRecorder`` (the channel builds
                            it from the same ``processor`` section), logging its events as
                            recovery deliveries
+``key``, ``none``          ``SoakRecorder`` as ``batch``, with ``channel.ordering`` set so
+                           (``max_in_flight_per_partition`` from the settings); a slow key
+                           (``slow_key_record_s``) makes each record of one key of the slow
+                           partition take that long, instead of its whole batches
 ``spark``                  ``jetkafka.spark:SparkMicroBatchProcessor``, ``fn`` writing each
                            event's id to a ``ParquetSink`` (exactly-once output)
 =========================  ====================================================================
@@ -58,6 +62,13 @@ class ModeSettings:
     # meets every fault; the harness watches the copy (tests.soak.mirror_watch) and the
     # checker judges it (tests.soak.mirror).
     commit_to_kafka: bool = True
+    # ``ordering: key | none``: the partition's window of open records, the record keys the
+    # producer draws from (``k<id % keys>``; 0: every record its own key), and, under a
+    # ``slow`` condition, the time each record of the slow partition's slow key takes
+    # (0: the whole batch is slow, as in ``batch``).
+    max_in_flight: int = 1000
+    keys: int = 0
+    slow_key_record_s: float = 0.0
 
     def guarantee_params(self, mode: str, session_timeout_s: float) -> dict[str, Any]:
         """What :func:`tests.soak.guarantee.guarantee_for` needs, as the members were configured."""
@@ -70,6 +81,8 @@ class ModeSettings:
             # A hot deploy only lowers it: the configured value bounds the batches in hand.
             "threads": self.threads,
             "shutdown_timeout_s": self.shutdown_timeout_s,
+            "max_in_flight": self.max_in_flight,
+            "keys": self.keys,
         }
 
 
@@ -110,9 +123,14 @@ def member_config(
         "logging": {"level": "INFO"},
     }
     recorder = {"path": events_log, "seed": seed, "raise_rate": raise_rate, "delay_ms": 5}
-    if mode in ("batch", "recovery"):
+    if mode in ("batch", "recovery", "key", "none"):
         conditions = str(run_dir / "conditions.json")
         options = {**recorder, "conditions": conditions, "own_commit_every": settings.own_commit_every}
+        if mode in ("key", "none"):
+            config["channel"]["ordering"] = mode
+            config["channel"]["max_in_flight_per_partition"] = settings.max_in_flight
+            if settings.slow_key_record_s:
+                options["slow_key_record_s"] = settings.slow_key_record_s
         config["processor"] = {"class": "tests.soak.recorder:SoakRecorder", "options": options}
         if mode == "recovery":
             config["recovery"] = {

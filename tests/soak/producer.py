@@ -7,7 +7,8 @@ callback can ever wait on the producing thread), and a producing thread that can
 silently: whatever ends it is kept in :attr:`SoakProducer.error` and reported by the harness.
 
 Each acknowledgement is kept with the time its delivery report came (the checker measures how
-long each partition's records waited from it). Records are ``value = str(id)``, ``key = k<id>``, written round-robin over the partitions, with a
+long each partition's records waited from it). Records are ``value = str(id)``, ``key = k<id>`` (``k<id % keys>`` with
+``keys``: the ordering rows' record keys), written round-robin over the partitions, with a
 delivery timeout that outlasts a broker restart. The producer is not idempotent: the dev
 broker answers an idempotent producer's first batch after a restart with a sequence error that
 librdkafka treats as fatal, which ends the load. A retry may therefore write an id twice, at two
@@ -33,8 +34,11 @@ log = logging.getLogger("soak.producer")
 
 
 class SoakProducer:
-    def __init__(self, kafka: dict[str, Any], topic: str, partitions: Sequence[int], rate: int, total: int) -> None:
+    def __init__(
+        self, kafka: dict[str, Any], topic: str, partitions: Sequence[int], rate: int, total: int, keys: int = 0
+    ) -> None:
         self.topic = topic
+        self._keys = keys
         self.rate = rate
         self.total = total
         self._partitions = list(partitions)
@@ -94,7 +98,7 @@ class SoakProducer:
                 while True:
                     try:
                         self._producer.produce(
-                            self.topic, str(ident).encode(), key=f"k{ident}".encode(), partition=partition,
+                            self.topic, str(ident).encode(), key=f"k{ident % self._keys if self._keys else ident}".encode(), partition=partition,
                             on_delivery=self._report(ident),
                         )
                         break

@@ -104,8 +104,13 @@ class SoakRecorder(EventLogRecorder):
         delay_ms: int = 0,
         conditions: str | None = None,
         own_commit_every: int = 0,
+        slow_key_record_s: float = 0.0,
     ) -> None:
         super().__init__(path, delay_ms=delay_ms)
+        # Under ``ordering: key``: a slow partition is slow in one key only, ``k<partition>``
+        # (the producer's keys are ``k<id % keys>``, ids round-robin over the partitions, so
+        # that key's records all land in that partition), each of its records taking this long.
+        self._slow_key_record_s = slow_key_record_s
         self._path = path
         self._failures = _FirstAttempts(seed, raise_rate)
         self._conditions = ConditionView(conditions) if conditions else None
@@ -139,6 +144,9 @@ class SoakRecorder(EventLogRecorder):
             raise InjectedFailure(f"{topic}[{partition}] offset {first}: injected failure, first attempt")
         response = self.record(events, now)
         slow = self._conditions.slow_s(partition) if self._conditions is not None else 0.0
+        if slow and self._slow_key_record_s:
+            slow_key = f"k{partition}".encode()
+            slow = self._delay + self._slow_key_record_s * sum(1 for e in events if e.key == slow_key)
         if self._own_commit_every and not events.recovery and self._own_commit_due(partition):
             # Saves its progress itself now and then: the first half of the batch is written.
             self._own_commit(topic, partition, events[len(events) // 2].offset)

@@ -79,6 +79,10 @@ class Report:
     overlapping: Finding = field(default_factory=Finding)
     # A neighbour subscription's change that moved the run's partitions or held its records back.
     disturbed: Finding = field(default_factory=Finding)
+    # ordering key | none: a finished map claiming a record nobody processed, and one reaching
+    # max_in_flight records above its commit point (tests.soak.commit_maps).
+    map_claims: Finding = field(default_factory=Finding)
+    over_window: Finding = field(default_factory=Finding)
     # What makes the run itself invalid (the producer died, a process never stopped): not a
     # violation of jetkafka's guarantees, but the run proves nothing until it is fixed.
     problems: list[str] = field(default_factory=list)
@@ -99,6 +103,8 @@ class Report:
             + self.held_back.count
             + self.overlapping.count
             + self.disturbed.count
+            + self.map_claims.count
+            + self.over_window.count
             + (self.mirror.violations if self.mirror is not None else 0)
         )
 
@@ -125,6 +131,8 @@ class Report:
             "held_back": vars(self.held_back),
             "two_batches_at_once": vars(self.overlapping),
             "disturbed_by_a_neighbour": vars(self.disturbed),
+            "map_claims_unprocessed": vars(self.map_claims),
+            "window_over_max_in_flight": vars(self.over_window),
             "longest_waits": {str(p): w.as_dict() for p, w in sorted(self.waits.items())},
             "mirror": self.mirror.as_dict() if self.mirror is not None else None,
             "expired_sessions": self.expired_sessions,
@@ -149,6 +157,8 @@ def format_table(report: Report) -> str:
     rows.append(("held back", "-", "waited near as long as a partition held back on purpose", "NO", str(report.held_back.count)))
     rows.append(("two batches at once", "-", "one partition's batches in hand together in a process", "NO", str(report.overlapping.count)))
     rows.append(("disturbed", "-", "the group moved or held back by a neighbour's file", "NO", str(report.disturbed.count)))
+    rows.append(("map claims", "-", "a finished map claims a record nobody processed", "NO", str(report.map_claims.count)))
+    rows.append(("window", "-", "a finished map reaches past max_in_flight", "NO", str(report.over_window.count)))
     if report.mirror is not None:
         rows += report.mirror.rows()
     widths = [max(len(r[i]) for r in rows) for i in range(5)]

@@ -163,10 +163,13 @@ class Timeline:
 
     def done(self, topic: str, partition: int, offset: int, at: float) -> bool:
         """Whether ``offset`` was finished for the group at ``at``: committed past, and not in a
-        recovery range (recovery's offsets lie below the live committed offset until recovered)."""
+        recovery range (recovery's offsets lie below the live committed offset until recovered);
+        or, under ``ordering: key | none``, claimed finished by the committed value's map."""
         committed = self.zk.committed_at(topic, partition, at)
-        if committed is None or committed <= offset:
+        if committed is None:
             return False
+        if committed <= offset:
+            return any(a <= offset < b for a, b in self.zk.finished_at(topic, partition, at))
         return not any(lo <= offset < hi for lo, hi in self.zk.ranges_at(topic, partition, at))
 
     def reset_covering(self, topic: str, partition: int, offset: int, after: float, before: float) -> str | None:

@@ -24,6 +24,16 @@ TOPIC = "t"
 ROOT = "/soak/consumers/g"
 
 
+def _value(offset: int, finished: tuple[tuple[int, int], ...]) -> bytes:
+    """An offset node's value: the offset, then under ``ordering: key | none`` the runs finished
+    above it as ``gap+length`` from the previous run's end (the first from the offset)."""
+    value, end, parts = str(offset), offset, []
+    for first, stop in finished:
+        parts.append(f"{first - end}+{stop - first}")
+        end = stop
+    return (value + ("\n" + ",".join(parts) if parts else "")).encode()
+
+
 @dataclass
 class World:
     """A run in the making: ZooKeeper transactions, deliveries, acknowledgements and faults."""
@@ -44,18 +54,20 @@ class World:
         self._txn(session, at, "createSession")
         self._txn(session, at, "create", Op("create", f"{ROOT}/ids/c{pid}", json.dumps({"pid": pid}).encode(), ephemeral=True))
 
-    def take(self, session: int, p: int, offset: int, at: float) -> None:
+    def take(self, session: int, p: int, offset: int, at: float, finished: tuple[tuple[int, int], ...] = ()) -> None:
         self._txn(
             session, at, "multi",
             Op("create", f"{ROOT}/owners/{TOPIC}/{p}", b"me", ephemeral=True),
-            Op("setData", f"{ROOT}/offsets/{TOPIC}/{p}", str(offset).encode()),
+            Op("setData", f"{ROOT}/offsets/{TOPIC}/{p}", _value(offset, finished)),
         )
 
-    def commit(self, session: int, p: int, offset: int, at: float) -> None:
+    def commit(self, session: int, p: int, offset: int, at: float, finished: tuple[tuple[int, int], ...] = ()) -> None:
+        """A fenced commit of ``offset``; ``finished``: the runs (first, end) finished above it,
+        written as ``ordering: key | none`` writes them (a second line of ``gap+length``)."""
         self._txn(
             session, at, "multi",
             Op("check", f"{ROOT}/owners/{TOPIC}/{p}"),
-            Op("setData", f"{ROOT}/offsets/{TOPIC}/{p}", str(offset).encode()),
+            Op("setData", f"{ROOT}/offsets/{TOPIC}/{p}", _value(offset, finished)),
         )
 
     def write(self, session: int, p: int, offset: int, at: float) -> None:
