@@ -127,12 +127,26 @@ def run_one(cluster: BenchCluster, topic: str, total: int, ordering: str, kind: 
         "from_first_record_s": committed - check.first,
         "start_to_partition_taken_s": taken - begin,
         "processed": len(check.order),
+        "batches": check.batches,
         "settings": channel,
     }
     problems = verify(check, total, ordering)
     if problems:
         row["error"] = "check failed: " + "; ".join(problems)
     return row
+
+
+def io_bounds(table: list[float], parallelism: int) -> dict[str, float]:
+    """The least time each row could take with ``parallelism`` records at once: its records' I/O
+    alone, with no cost of any consumer. Under ``key`` a key's records run one after the other,
+    so the key with the most I/O bounds the run however many threads there are."""
+    total = sum(table)
+    out = {"partition": total, "none": total / parallelism}
+    for name, ordering, keys in VARIANTS:
+        if ordering == "key":
+            longest = max(sum(table[k::keys]) for k in range(keys))
+            out[name] = max(longest, total / parallelism)
+    return out
 
 
 def ratios(rows: dict[str, dict[str, Any]]) -> dict[str, float | None]:
@@ -190,6 +204,7 @@ def run(cluster: BenchCluster, events: int, scale_events: int, progress: Any) ->
             "published": PUBLISHED,
             "published_source": "Confluent Parallel Consumer README, 'Comparative performance' (its hardware)",
             "goals": {"key/none at most": KEY_TO_NONE, "partition/key at least": PARTITION_TO_KEY},
+            "io_bound_s": io_bounds(table, SYNC_THREADS),
         },
         "one_partition": one_partition,
         "scale": scale_result,

@@ -48,6 +48,7 @@ class OrderCheck:
         self.done = threading.Event()
         self.order: list[tuple[int, int, Hashable]] = []  # (partition, offset, key) as they finished
         self.overlaps = 0
+        self.batches = 0
         self.first: float | None = None
         self.last: float | None = None
         self._busy: dict[Hashable, int] = {}
@@ -55,6 +56,7 @@ class OrderCheck:
 
     def begin(self, keys: set[Hashable]) -> None:
         with self._lock:
+            self.batches += 1
             if self.first is None:
                 self.first = time.perf_counter()
             for key in keys:

@@ -77,6 +77,8 @@ def ordering_rows(part: dict[str, Any] | None, row: Callable[..., dict[str, Any]
         note = f"checked: {r['processed']:,} processed, each once" + (
             ", key order held" if r["ordering"] == "key" else
             ", offset order held" if r["ordering"] == "partition" else "")
+        if "batches" in r:
+            note += f"; {r['batches']:,} batches"
         goal = _goal_note(name, ratios, goals)
         note = f"{note}; {goal}" if goal else note
         out.append(row(BENCH, figure, r["seconds"], "s", "Parallel Consumer (published)" if published else None,
@@ -116,6 +118,8 @@ def side_table(part: dict[str, Any] | None) -> list[str]:
         for kind in kinds:
             r = part["one_partition"][kind]["rows"].get(name, {})
             cells.append("FAILED" if "error" in r else "-" if "seconds" not in r else f"{r['seconds']:.2f} s")
+        bound = part["settings"].get("io_bound_s", {}).get(name)
+        cells.append("-" if bound is None else f"{bound:.2f} s")
         published = _published(part, name)
         cells.append("-" if published is None else f"{published:g} s")
         rows.append(tuple(cells))
@@ -123,8 +127,11 @@ def side_table(part: dict[str, Any] | None) -> list[str]:
     title = (f"ordering: {s['events']:,} records on 1 partition, 0-{s['max_delay_s'] * 1000:g} ms of I/O each "
              "(seconds from the channel's start to the last commit landing):")
     lines = ["", title]
-    heads = ("MODE", *(PROCESSOR_LABELS[k].upper() for k in kinds), "PARALLEL CONSUMER (PUBLISHED)")
+    heads = ("MODE", *(PROCESSOR_LABELS[k].upper() for k in kinds), f"I/O ALONE, {s['sync_threads']} AT ONCE",
+             "PARALLEL CONSUMER (PUBLISHED)")
     lines.extend(format_table(heads, rows, right=set(range(1, len(heads)))))
+    lines.append(f"I/O alone: the least time with {s['sync_threads']} records at once and no consumer cost; under key "
+                 "a key's records run one after the other, so the key with the most I/O bounds the run")
     return lines
 
 
