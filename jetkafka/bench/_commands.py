@@ -1,7 +1,7 @@
 """The ``jetkafka bench`` command.
 
-    jetkafka bench [--config C] [--only throughput,client,spark,latency,handoff,scale,memory,subscriptions]
-                   [--events N] [--spark-workload noop|aggregate] [--latency-rate N] [--latency-seconds S]
+    jetkafka bench [--config C] [--only throughput,client,spark,latency,handoff,scale,memory,subscriptions,ordering]
+                   [--events N] [--ordering-events N] [--ordering-scale-events N] [--spark-workload noop|aggregate] [--latency-rate N] [--latency-seconds S]
                    [--trials N] [--repeat N] [--subscriptions N] [--subscription-events N]
                    [--subscription-rounds N] [--json] [--png PATH] [--quick]
 
@@ -27,7 +27,7 @@ from typing import Any
 
 from jetkafka.bench._spark_workload import WORKLOADS
 
-PARTS = ("throughput", "client", "spark", "latency", "handoff", "scale", "memory", "subscriptions")
+PARTS = ("throughput", "client", "spark", "latency", "handoff", "scale", "memory", "subscriptions", "ordering")
 
 # Full run / --quick
 SIZES = {
@@ -43,6 +43,8 @@ SIZES = {
     "subscription_events": (100_000, 2_000),
     "subscription_rounds": (3, 1),
     "subscription_idle_s": (5.0, 2.0),  # idle time before the idle figures (no option)
+    "ordering_events": (10_000, 1_000),
+    "ordering_scale_events": (16_000, 1_600),
 }
 
 
@@ -56,7 +58,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "hand-off latency against a Kafka consumer group, balance time and ZooKeeper requests as "
             "instances and partitions grow, peak memory on a backlog, and N subscriptions in one "
             "process (jetkafka run DIR) against N processes (memory, CPU, ZooKeeper sessions and "
-            "connections, start and stop times). Without --config a local "
+            "connections, start and stop times), and one partition's records under channel.ordering "
+            "partition, key and none (and 16 partitions over 4 instances). Without --config a local "
             "dev stack is started for the run. Needs the bench extra: pip install 'jetkafka[bench]'. "
             "See docs/performance.md."
         ),
@@ -89,6 +92,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     bench.add_argument("--subscription-rounds", type=_positive, metavar="N",
                        help="rounds of the subscriptions part, the two setups alternating; figures are medians "
                        "(default 3; quick 1)")
+    bench.add_argument("--ordering-events", type=_positive, metavar="N",
+                       help="records of the ordering part's one-partition workload (default 10,000; quick 1,000)")
+    bench.add_argument("--ordering-scale-events", type=_positive, metavar="N",
+                       help="records of the ordering part's 16-partition, 4-instance workload "
+                       "(default 16,000; quick 1,600)")
     bench.add_argument("--session-timeout", type=float, metavar="S",
                        help="ZooKeeper session timeout of the hand-off instances (default: the configuration's, "
                        "10 s without --config; quick 3 s)")
@@ -184,6 +192,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from jetkafka.bench import _handoff as handoff
     from jetkafka.bench import _latency as latency
     from jetkafka.bench import _memory as memory
+    from jetkafka.bench import _ordering as ordering
+    from jetkafka.bench import _ordering_scale as ordering_scale
     from jetkafka.bench import _scale as scale
     from jetkafka.bench import _spark as spark
     from jetkafka.bench import _subscriptions as subscriptions
@@ -208,6 +218,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         + (scale.steps(args.quick) if "scale" in parts else 0)
         + (memory.steps() if "memory" in parts else 0)
         + (subscriptions.steps(_size(args, "subscription_rounds")) if "subscriptions" in parts else 0)
+        + (ordering.steps(len(ordering_scale.MODES)) if "ordering" in parts else 0)
         + 1  # the stack
     )
     progress = Progress(total, enabled=not args.no_progress)
@@ -235,6 +246,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 "subscriptions": lambda: subscriptions.run(
                     cluster, _size(args, "subscriptions"), _size(args, "subscription_events"),
                     _size(args, "subscription_rounds"), _size(args, "subscription_idle_s"), progress),
+                "ordering": lambda: ordering.run(cluster, _size(args, "ordering_events"),
+                                                 _size(args, "ordering_scale_events"), progress),
             }
             for part in parts:
                 try:

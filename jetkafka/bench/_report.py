@@ -12,6 +12,8 @@ import platform
 import sys
 from typing import Any
 
+from jetkafka.bench._ordering_report import ordering_rows, side_table
+from jetkafka.bench._ordering_report import settings_line as ordering_settings
 from jetkafka.bench._subscriptions_report import settings_line as subscription_settings
 from jetkafka.bench._subscriptions_report import subscription_rows
 
@@ -158,6 +160,7 @@ def table_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
         else:
             rows.append(_row("memory", "peak RSS", None, "bytes", note=_problem(jk) or "-"))
     rows += subscription_rows(results.get("subscriptions"), _row, _problem)
+    rows += ordering_rows(results.get("ordering"), _row, _problem)
     return rows
 
 
@@ -334,6 +337,10 @@ def _settings_lines(results: dict[str, Any]) -> list[str]:
     subs = subscription_settings(results.get("subscriptions", {}))
     if subs:
         out.append(subs)
+    ordering = ordering_settings(results.get("ordering"))
+    if ordering:
+        out.append(ordering)
+        out.extend(side_table(results.get("ordering")))
     sc = results.get("scale")
     if sc and "rows" in sc:
         from jetkafka.ops._tables import format_table

@@ -106,8 +106,13 @@ class KeyScheduler:
             cap = math.ceil(len(self._free) / parallelism)  # keys per batch, at most
             # Records per batch, at most: small enough that the waiting records spread over
             # every slot; a key's long run in one batch would hold a thread for all of it while
-            # other keys wait for one.
-            size = min(max_events, max(1, math.ceil(self._waiting / parallelism)))
+            # other keys wait for one. With fewer waiting keys than slots no other key can use
+            # a slot, so the records spread over two batches per key: a key's run is ordered
+            # anyway, and cut into many small batches it pays a hand-out round trip per batch;
+            # in one batch, the key would find nothing ready when it ends and wait for the
+            # slowest key to move the commit point (the bound on open records) before it goes on.
+            lanes = min(parallelism, 2 * len(self._pending))
+            size = min(max_events, max(1, math.ceil(self._waiting / max(1, lanes))))
             count = min(slots, len(self._free))
             out = []
             for i in range(count):
