@@ -130,6 +130,11 @@ class ConfigWatcher:
     def start(self) -> None:
         self._watch.start()
         log.info("watching %s for changes", self.path)
+        # The channel read the file before this watch began: an edit saved in between would
+        # wait for the next one. The file is read once more now that every later write is seen
+        # (unchanged, it applies nothing).
+        self._digest = None
+        self._reload()
 
     def stop(self) -> None:
         self._watch.stop()

@@ -28,8 +28,24 @@ def test_stopping_a_watcher_while_events_arrive_logs_no_error(tmp_path: Path, ca
     path.write_text("x: 1\n")
     with caplog.at_level(logging.DEBUG):
         for i in range(20):
-            watcher = ConfigWatcher(path, lambda config: None)
+            # The file is read once as the watch starts: a loader that takes it as it is.
+            watcher = ConfigWatcher(path, lambda config: None, load=lambda _: None)  # type: ignore[arg-type,return-value]
             watcher.start()
             (tmp_path / f"other-{i}").write_text("y")  # an event in the emitter's read as it stops
             watcher.stop()
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def test_an_edit_saved_before_the_watch_began_is_applied_when_it_begins(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("version: 1\n")
+    applied: list[str] = []
+    # The channel read version 1; the watcher is built after it, and the edit comes before the
+    # watch begins (a user saving right after `jetkafka run`): no later write would bring it.
+    watcher = ConfigWatcher(path, applied.append, load=lambda p: Path(p).read_text())  # type: ignore[arg-type]
+    path.write_text("version: 2\n")
+    watcher.start()
+    try:
+        assert applied == ["version: 2\n"]
+    finally:
+        watcher.stop()
