@@ -2,7 +2,8 @@
 #
 #   make run                  the Spark pipeline quick start on the embedded dev stack
 #                             (RUN_ARGS="--events 50000" passes options to examples/run_pipeline.py)
-#   make test                 the test suite (PYTEST_ARGS="tests/config -x" to narrow it)
+#   make test                 the test suite (PYTEST_ARGS="tests/config -x" to narrow it); the whole
+#                             suite runs the guarantee matrix's rows beside the rest
 #   make lint                 mypy (strict, on jetkafka/; setup.cfg [mypy]) and ruff (on jetkafka/
 #                             and tests/; ruff.toml): one line per tool, non-zero on any error
 #   make soak                 the chaos soak, two runs of 10+ minutes each, judged by its checker,
@@ -71,12 +72,29 @@ $(STAMP): setup.cfg setup.py jetkafka/__init__.py
 	touch "$@"; \
 	echo "$(VENV) is ready"
 
+# The whole suite (no PYTEST_ARGS) runs the guarantee matrix's rows in a second pytest beside
+# the rest: each row starts a ZooKeeper, a broker and its instances of its own and spends most of
+# its minutes waiting out its fault schedule, so beside the rest it costs little of its wall time.
+# Its output comes after the rest's, then one line sums both summaries.
+MATRIX := tests/soak/test_matrix.py
+
 test: venv
 	@set -uo pipefail; \
-	$(PY) -m pytest -q -ra $(PYTEST_ARGS); status=$$?; \
-	if [ $$status -eq 5 ]; then \
-		echo "make test: pytest collected no tests (exit 5); check PYTEST_ARGS" >&2; \
+	if [ -n "$(PYTEST_ARGS)" ]; then \
+		$(PY) -m pytest -q -ra $(PYTEST_ARGS); status=$$?; \
+		if [ $$status -eq 5 ]; then \
+			echo "make test: pytest collected no tests (exit 5); check PYTEST_ARGS" >&2; \
+		fi; \
+		exit $$status; \
 	fi; \
+	work=$$(mktemp -d); trap 'rm -rf "$$work"' EXIT; \
+	$(PY) -m pytest -q -ra -p no:cacheprovider --basetemp="$$work/tmp" $(MATRIX) >"$$work/matrix.log" 2>&1 & matrix=$$!; \
+	$(PY) -m pytest -q -ra --ignore=$(MATRIX) 2>&1 | tee "$$work/rest.log"; status=$${PIPESTATUS[0]}; \
+	wait $$matrix; matrix_status=$$?; \
+	echo; echo "==> the guarantee matrix ($(MATRIX)), run beside the rest:"; cat "$$work/matrix.log"; \
+	summary() { grep -E '^(=+ )?[0-9]+ (passed|failed|skipped|deselected|errors?)|no tests ran' "$$1" | tail -n 1 | sed -E 's/^=+ //; s/ =+$$//'; }; \
+	echo "$$(summary "$$work/rest.log"); the matrix: $$(summary "$$work/matrix.log")"; \
+	if [ $$status -eq 0 ]; then status=$$matrix_status; fi; \
 	exit $$status
 
 # Both tools always run, so one pass shows every error; each prints its diagnostics (when there
