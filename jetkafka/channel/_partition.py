@@ -18,7 +18,7 @@ from jetkafka.channel._buffer import PartitionBuffer
 from jetkafka.errors import CommitFenced
 from jetkafka.events import offset_of
 from jetkafka.ordering._commit_point import CommitPoint, finished_of, runs_of
-from jetkafka.ordering._key_scheduler import KeyScheduler
+from jetkafka.ordering._key_scheduler import KeyScheduler, LaneFigures
 
 if TYPE_CHECKING:
     from confluent_kafka import Message
@@ -61,6 +61,9 @@ class PartitionSnapshot:
     # Kafka timestamp (ms) of the next buffered event; None: nothing buffered, or no timestamp.
     next_timestamp_ms: int | None = None
     failure: PartitionFailure | None = None  # None: it moves on (or waits for records)
+    # Under channel.ordering key or none: its records in flight, open, finished above the
+    # commit point, and the age of the oldest unfinished one; None under partition order.
+    lanes: LaneFigures | None = None
 
 
 class PartitionState:
@@ -217,6 +220,7 @@ class PartitionState:
             self.halted,
             self.buffer.next_timestamp_ms(),
             self._failure_now(),
+            None if self.scheduler is None else self.scheduler.figures(),
         )
 
     def _failure_now(self) -> PartitionFailure | None:

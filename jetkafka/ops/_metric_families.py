@@ -158,6 +158,39 @@ FAMILIES: dict[str, tuple[FamilyClass, str, str, tuple[str, ...]]] = {
         ),
         _P,
     ),
+    "in_flight": (
+        GaugeMetricFamily,
+        "jetkafka_partition_in_flight_records",
+        "Under channel.ordering key or none: the partition's records handed to the processor and not finished.",
+        _P,
+    ),
+    "open_records": (
+        GaugeMetricFamily,
+        "jetkafka_partition_open_records",
+        (
+            "Under channel.ordering key or none: records taken and not yet below the commit point, at most "
+            "channel.max_in_flight_per_partition (at that bound the partition takes no more until its oldest finishes)."
+        ),
+        _P,
+    ),
+    "finished_above": (
+        GaugeMetricFamily,
+        "jetkafka_partition_finished_above_commit_records",
+        (
+            "Under channel.ordering key or none: offsets finished above the commit point, the map committed "
+            "with it (a hand-over does not process them again)."
+        ),
+        _P,
+    ),
+    "oldest_unfinished": (
+        GaugeMetricFamily,
+        "jetkafka_partition_oldest_unfinished_seconds",
+        (
+            "Under channel.ordering key or none: seconds since the record at the commit point (the oldest "
+            "unfinished one) was taken; it grows while one key does not move on. 0 with nothing open."
+        ),
+        _P,
+    ),
     "owned": (GaugeMetricFamily, "jetkafka_owned_partitions", "Partitions the channel holds.", _I),
     "paused_partitions": (
         GaugeMetricFamily,

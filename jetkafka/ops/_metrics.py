@@ -49,6 +49,7 @@ from jetkafka.kafka_groups._mirror import MirrorSnapshot
 from jetkafka.ops._lag_time import LagClock
 from jetkafka.ops._metric_families import FAMILIES, KNOWN_LABEL_VALUES, ZOOKEEPER_STATES
 from jetkafka.ops._micro_batch_reports import MicroBatchReport, ReportsMicroBatches
+from jetkafka.ordering._key_scheduler import LaneFigures
 
 if TYPE_CHECKING:
     from jetkafka.channel._partition import PartitionSnapshot
@@ -72,6 +73,7 @@ class PartitionView:
     lag_seconds: float | None = None  # see jetkafka.ops._lag_time; None: not known yet
     failing_since: float | None = None  # epoch seconds; None: it moves on (PartitionSnapshot.failure)
     buffered: int = 0  # events fetched and waiting for the processor
+    lanes: LaneFigures | None = None  # under channel.ordering key or none
 
 
 @dataclass(frozen=True)
@@ -245,6 +247,7 @@ class ChannelMetrics:
                     lag_seconds[(p.topic, p.partition)],
                     None if p.failure is None else p.failure.since,
                     p.buffered,
+                    p.lanes,
                 )
                 for p in sorted(snapshots, key=lambda p: (p.topic, p.partition))
             ],
@@ -320,6 +323,11 @@ def _add(
             f["lag_seconds"].add_metric(labels, p.lag_seconds)
         failing = 0.0 if p.failing_since is None else max(0.0, now - p.failing_since)
         f["failing_seconds"].add_metric(labels, failing)
+        if p.lanes is not None:
+            f["in_flight"].add_metric(labels, p.lanes.in_flight)
+            f["open_records"].add_metric(labels, p.lanes.open)
+            f["finished_above"].add_metric(labels, p.lanes.finished_above)
+            f["oldest_unfinished"].add_metric(labels, p.lanes.oldest_unfinished_s)
         if view.kafka_mirror is not None:
             _add_mirror(f, view.kafka_mirror, p.key, labels)
         # Recovery series exist for partitions that had anything to do with recovery here.

@@ -281,6 +281,15 @@ class InstanceView:
                     part["lag_seconds"] = lag_seconds.get(key)
                     failure = mine[key].failure
                     part["failure"] = None if failure is None else FailureReport.of(failure, now).to_dict()
+                    lanes = mine[key].lanes
+                    if lanes is not None:  # channel.ordering key or none
+                        part["ordering"] = {
+                            "mode": lanes.ordering,
+                            "in_flight": lanes.in_flight,
+                            "open": lanes.open,
+                            "finished_above_commit": lanes.finished_above,
+                            "oldest_unfinished_seconds": round(lanes.oldest_unfinished_s, 3),
+                        }
                 if key in left and left[key].recovery_remaining is not None:
                     part["recovery_remaining"] = left[key].recovery_remaining
             group["recent"]["rebalances"] += sum(channel.stats.rebalance_counts().values())

@@ -28,6 +28,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from jetkafka.events import offset_of
@@ -37,6 +38,17 @@ if TYPE_CHECKING:
     from confluent_kafka import Message
 
 ORDERINGS = ("partition", "key", "none")
+
+
+@dataclass(frozen=True)
+class LaneFigures:
+    """A partition's records under ``ordering: key | none`` at one moment."""
+
+    ordering: str  # "key" or "none"
+    in_flight: int  # records handed to the processor and not finished
+    open: int  # records taken and not yet below the commit point (at most max_in_flight)
+    finished_above: int  # offsets finished above the commit point: the map committed with it
+    oldest_unfinished_s: float  # seconds since the record at the commit point was taken (0: none open)
 
 
 class KeyScheduler:
@@ -243,6 +255,25 @@ class KeyScheduler:
                 if offset not in self._finished:
                     return time.monotonic() - taken
             return 0.0
+
+    def figures(self) -> LaneFigures:
+        """The partition's lanes now, for the metrics and ``jetkafka status`` (one pass over
+        the finished offsets, at most ``max_in_flight`` of them)."""
+        now = time.monotonic()
+        with self._lock:
+            low = self._open[0][0] if self._open else self._next
+            oldest = 0.0
+            for offset, taken in self._open:
+                if offset not in self._finished:
+                    oldest = now - taken
+                    break
+            return LaneFigures(
+                self.mode,
+                self.records_in_flight,
+                len(self._open),
+                sum(1 for o in self._finished if o > low),
+                oldest,
+            )
 
     def waiting(self) -> int:
         with self._lock:

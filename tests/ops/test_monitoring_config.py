@@ -270,6 +270,28 @@ ALERT_CASES: list[dict[str, Any]] = [
     },
     {
         "input_series": [
+            # Under ordering key, partition 0's oldest record stops finishing at minute 2; partition
+            # 1's commit point moves on (its oldest record is never older than a few seconds).
+            {"series": 'jetkafka_partition_oldest_unfinished_seconds{group="g",topic="t",partition="0"}', "values": "1x1 60+60x28"},
+            {"series": 'jetkafka_partition_oldest_unfinished_seconds{group="g",topic="t",partition="1"}', "values": "2x30"},
+        ],
+        "alert_rule_test": [
+            {"eval_time": "14m", "alertname": "JetkafkaCommitPointHeld", "exp_alerts": []},  # over 600 s, not 5m yet
+            {
+                "eval_time": "17m",
+                "alertname": "JetkafkaCommitPointHeld",
+                "exp_alerts": [
+                    firing(
+                        "JetkafkaCommitPointHeld",
+                        {"group": "g", "topic": "t", "partition": "0", "severity": "warning"},
+                        "t[0] of g: its oldest unfinished record is 16m 0s old",
+                    )
+                ],
+            },
+        ],
+    },
+    {
+        "input_series": [
             # commit_to_kafka refused from minute 3 on: the oldest unconfirmed commit ages; partition 1
             # trails by a commit interval now and then, as it normally does.
             {"series": 'jetkafka_kafka_mirror_trail_seconds{group="g",topic="t",partition="0"}', "values": "0x2 0+60x27"},
