@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import threading
-import urllib.request
 import time
+import urllib.request
 from collections.abc import Callable
 from typing import Any
 
