@@ -5,8 +5,9 @@ partition's records are POSTed to ``url`` one after the other. Several subscript
 are several channels with different groups (in one process or many); each scales by running
 more instances of its group. See ``docs/cloudevents.md``.
 
-How a record is handled (per partition, in offset order; record *n+1* is never sent before
-record *n* is finished):
+How a record is handled (per partition in offset order, or per record key under
+``channel.ordering: key``, where a partition's keys are delivered concurrently; record *n+1* of
+the partition, or of the key, is never sent before record *n* is finished):
 
 1. it becomes a CloudEvent (:mod:`jetkafka.processors.cloudevents._encoding`) and is POSTed;
 2. a 2xx answer finishes it (delivered);
@@ -191,8 +192,10 @@ class HttpDispatcher(BatchEventProcessor):
         self._metrics = DispatchMetrics.for_registry(registry)
         self._context: ChannelContext | None = None
         self._stopping = threading.Event()
-        # One entry per partition, touched only by the thread holding that partition's turn.
-        self._pending: dict[Key, _Pending] = {}
+        # The unfinished record of each batch in flight, by (topic, partition, offset): under
+        # channel.ordering key or none several batches of one partition run at once, each with
+        # its own record being retried.
+        self._pending: dict[tuple[str, int, int], _Pending] = {}
 
     def _dead_letter_option(self, option: Mapping[str, Any] | None) -> DeadLetterTarget | None:
         if option is None:
@@ -274,7 +277,7 @@ class HttpDispatcher(BatchEventProcessor):
                 return self._resume_at(source, offset, last, _ERROR_WAIT_MS, "delivery raised (see the log)")
             if wait_ms is not None:
                 # Shown as the partition's failure until the record is delivered or dead-lettered.
-                pending = self._pending.get(key)
+                pending = self._pending.get((*key, offset))
                 because = f"{self.url}: {pending.reason}" if pending is not None and pending.reason else None
                 return self._resume_at(source, offset, last, wait_ms, because)
         return self._resume_at(source, last + 1, last)
@@ -286,15 +289,14 @@ class HttpDispatcher(BatchEventProcessor):
         return _resume_at(source, offset, last, wait_ms, commit_now=connected, because=because)
 
     def on_stream_termination(self, source: PartitionSource) -> BatchResponse | None:
-        self._pending.pop((source.topic, source.partition), None)
+        self._forget(source)
         return BatchResponse.advance()  # the position is always the first unfinished record
 
     def on_reposition(self, source: PartitionSource, old_offset: int, reason: str) -> None:
         """An offset reset or the out-of-range policy moved the partition: the unfinished record
         of the old position is void (its retry count, back-off and dead-letter state go), and
         the next batch starts at the new position as a first delivery."""
-        pending = self._pending.pop((source.topic, source.partition), None)
-        if pending is not None:
+        for pending in self._forget(source):
             log.warning(
                 "%s[%d]: repositioned (%s) from offset %d to %d: delivery of offset %d (%d attempt(s)) abandoned",
                 source.topic, source.partition, reason, old_offset, source.head_offset, pending.offset,
@@ -303,8 +305,13 @@ class HttpDispatcher(BatchEventProcessor):
 
     def on_exception(self, source: PartitionSource, error: BaseException) -> BatchResponse | None:
         if isinstance(error, PartitionLost):
-            self._pending.pop((source.topic, source.partition), None)
+            self._forget(source)
         return None
+
+    def _forget(self, source: PartitionSource) -> list[_Pending]:
+        """Drop the unfinished records of ``source``'s partition; the dropped ones."""
+        mine = [k for k in list(self._pending) if k[:2] == (source.topic, source.partition)]
+        return [p for p in (self._pending.pop(k, None) for k in mine) if p is not None]
 
     # -- one record ----------------------------------------------------------------------------
 
@@ -317,10 +324,8 @@ class HttpDispatcher(BatchEventProcessor):
     def _deliver(self, source: PartitionSource, record: Event, token: int | None) -> int | None:
         """Finish ``record`` (None), or the milliseconds after which to come back to it.
         ``token`` is the fencing token of the hold the batch is sent under."""
-        key = (source.topic, source.partition)
+        key = (source.topic, source.partition, record.offset)
         pending = self._pending.get(key)
-        if pending is not None and pending.offset != record.offset:
-            pending = None  # the partition was repositioned: that record's state is void
         if pending is None:
             pending = _Pending(record.offset, time.monotonic())
         self._pending[key] = pending
@@ -364,7 +369,7 @@ class HttpDispatcher(BatchEventProcessor):
         self, source: PartitionSource, record: Event, pending: _Pending, fencing: Mapping[str, Any]
     ) -> int | None:
         """Hand the record to the dead-letter sink (or drop it without one)."""
-        key = (source.topic, source.partition)
+        key = (source.topic, source.partition, record.offset)
         labels = self._labels(record)
         sink = self._dead_letter
         if sink is None:
