@@ -69,11 +69,12 @@ class PartitionQueue:
         """0 if ``state`` has work now, a future time if it will, None if it waits for data."""
         if state.removed:
             return None
-        if state.lanes_busy() and state.holds_back():
-            # Its batches in flight end first; each end offers it again (a commit to make), and
-            # a batch waiting out a back-off is woken by the turn to give its records back.
-            assert state.scheduler is not None
-            if not state.scheduler.has_news and not self._parked(state):
+        lanes = state.scheduler
+        if lanes is not None and state.holds_back() and (lanes.in_flight or lanes.has_news):
+            # Its batches in flight end first; each end offers it again (a commit to make, also
+            # while paused or halted), and a batch waiting out a back-off is woken by the turn to
+            # give its records back.
+            if not lanes.has_news and not self._parked(state):
                 return None
             return 0.0 if now >= state.stalled_until else state.stalled_until
         if state.lost_reason is not None:

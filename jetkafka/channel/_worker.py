@@ -174,8 +174,11 @@ class BatchRunner:
             self.responses.move(state)
         elif state.release_reason is not None:
             self._release(state)  # paused or not: a release must never wait for a resume
-        elif state.paused:
-            pass  # queued before it was paused; resume() queues it again
+        elif state.paused or state.halted is not None:
+            # Queued before it was paused (resume() queues it again), or (ordering key or none)
+            # its last batches ended meanwhile: what they finished is committed.
+            if state.scheduler is not None:
+                self.lanes.commit(state)
         elif state.buffer.out_of_range:
             self.responses.out_of_range(state)
         elif not self.committer.retry_pending(state):
