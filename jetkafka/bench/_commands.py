@@ -1,7 +1,7 @@
 """The ``jetkafka bench`` command.
 
     jetkafka bench [--config C] [--only throughput,client,spark,latency,handoff,scale,memory,subscriptions,ordering]
-                   [--events N] [--ordering-events N] [--ordering-scale-events N] [--spark-workload noop|aggregate] [--latency-rate N] [--latency-seconds S]
+                   [--events N] [--ordering-events N] [--ordering-threads N] [--ordering-scale-events N] [--spark-workload noop|aggregate] [--latency-rate N] [--latency-seconds S]
                    [--trials N] [--repeat N] [--subscriptions N] [--subscription-events N]
                    [--subscription-rounds N] [--json] [--png PATH] [--quick]
 
@@ -94,6 +94,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                        "(default 3; quick 1)")
     bench.add_argument("--ordering-events", type=_positive, metavar="N",
                        help="records of the ordering part's one-partition workload (default 10,000; quick 1,000)")
+    bench.add_argument("--ordering-threads", type=_positive, metavar="N", default=64,
+                       help="channel.threads of the ordering part's synchronous one-partition rows (default 64)")
     bench.add_argument("--ordering-scale-events", type=_positive, metavar="N",
                        help="records of the ordering part's 16-partition, 4-instance workload "
                        "(default 16,000; quick 1,600)")
@@ -247,7 +249,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
                     cluster, _size(args, "subscriptions"), _size(args, "subscription_events"),
                     _size(args, "subscription_rounds"), _size(args, "subscription_idle_s"), progress),
                 "ordering": lambda: ordering.run(cluster, _size(args, "ordering_events"),
-                                                 _size(args, "ordering_scale_events"), progress),
+                                                 _size(args, "ordering_scale_events"), progress,
+                                                 args.ordering_threads),
             }
             for part in parts:
                 try:

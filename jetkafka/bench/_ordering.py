@@ -97,7 +97,7 @@ def verify(check: OrderCheck, total: int, ordering: str) -> list[str]:
 
 
 def run_one(cluster: BenchCluster, topic: str, total: int, ordering: str, kind: str,
-            table: list[float], **settings: Any) -> dict[str, Any]:
+            table: list[float], threads: int = SYNC_THREADS, **settings: Any) -> dict[str, Any]:
     """One channel reading ``topic`` under ``ordering`` with the ``kind`` processor (and channel
     ``settings``); its figures."""
     from jetkafka.bench._throughput import _all_committed, _partitions_taken
@@ -109,7 +109,7 @@ def run_one(cluster: BenchCluster, topic: str, total: int, ordering: str, kind: 
                  else AsyncSleepingProcessor(check, table, per_record))
     channel: dict[str, Any] = {"ordering": ordering, **settings}
     if kind == "sync":
-        channel["threads"] = SYNC_THREADS
+        channel["threads"] = threads
     group = cluster.group(f"ord-{ordering}-{kind}-{uuid.uuid4().hex[:6]}")  # a new group: from the first record
     ch = InboundChannel.from_dict(cluster.channel_config(group, topic, **channel), processor=processor)
     begin = time.perf_counter()
@@ -165,8 +165,11 @@ def ratios(rows: dict[str, dict[str, Any]]) -> dict[str, float | None]:
     return out
 
 
-def run(cluster: BenchCluster, events: int, scale_events: int, progress: Any) -> dict[str, Any]:
-    """Both workloads: the one-partition rows per processor, then the scale rows."""
+def run(
+    cluster: BenchCluster, events: int, scale_events: int, progress: Any, threads: int = SYNC_THREADS
+) -> dict[str, Any]:
+    """Both workloads: the one-partition rows per processor (the synchronous one on ``threads``
+    threads), then the scale rows."""
     from jetkafka.bench import _ordering_scale as scale
 
     table = delays(SEED, events, MAX_DELAY_S)
@@ -182,7 +185,7 @@ def run(cluster: BenchCluster, events: int, scale_events: int, progress: Any) ->
         for name, ordering, keys in VARIANTS:
             progress.note(f"ordering: {events:,} records, {name}, {kind} processor")
             try:
-                rows[name] = run_one(cluster, topics[keys], events, ordering, kind, table)
+                rows[name] = run_one(cluster, topics[keys], events, ordering, kind, table, threads)
             except Exception as exc:  # one row failing must not lose the others' figures
                 log.exception("ordering %s (%s) failed", name, kind)
                 rows[name] = {"error": f"{type(exc).__name__}: {exc}"}
@@ -199,12 +202,12 @@ def run(cluster: BenchCluster, events: int, scale_events: int, progress: Any) ->
             "events": events,
             "max_delay_s": MAX_DELAY_S,
             "seed": SEED,
-            "sync_threads": SYNC_THREADS,
+            "sync_threads": threads,
             "timed": "channel start to the commit of the last record landing in ZooKeeper",
             "published": PUBLISHED,
             "published_source": "Confluent Parallel Consumer README, 'Comparative performance' (its hardware)",
             "goals": {"key/none at most": KEY_TO_NONE, "partition/key at least": PARTITION_TO_KEY},
-            "io_bound_s": io_bounds(table, SYNC_THREADS),
+            "io_bound_s": io_bounds(table, threads),
         },
         "one_partition": one_partition,
         "scale": scale_result,
