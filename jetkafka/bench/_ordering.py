@@ -100,7 +100,7 @@ def run_one(cluster: BenchCluster, topic: str, total: int, ordering: str, kind: 
             table: list[float], threads: int = SYNC_THREADS, **settings: Any) -> dict[str, Any]:
     """One channel reading ``topic`` under ``ordering`` with the ``kind`` processor (and channel
     ``settings``); its figures."""
-    from jetkafka.bench._throughput import _all_committed, _partitions_taken
+    from jetkafka.bench._throughput import all_committed, partitions_taken
     from jetkafka.channel import InboundChannel
 
     check = OrderCheck(total)
@@ -115,10 +115,10 @@ def run_one(cluster: BenchCluster, topic: str, total: int, ordering: str, kind: 
     begin = time.perf_counter()
     ch.start()
     try:
-        taken = _partitions_taken(ch, ROW_TIMEOUT_S)
+        taken = partitions_taken(ch, ROW_TIMEOUT_S)
         if not check.done.wait(ROW_TIMEOUT_S):
             raise RuntimeError(f"only {len(check.order):,} of {total:,} records processed in {ROW_TIMEOUT_S:.0f} s")
-        committed = _all_committed(ch, topic, {0: total}, ROW_TIMEOUT_S)
+        committed = all_committed(ch, topic, {0: total}, ROW_TIMEOUT_S)
     finally:
         ch.shutdown(timeout=30)
     assert check.first is not None and check.last is not None

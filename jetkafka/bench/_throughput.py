@@ -156,10 +156,10 @@ def jetkafka_run(
     cpu = process_cpu_seconds()
     ch.start()
     try:
-        begin = _partitions_taken(ch, timeout)
+        begin = partitions_taken(ch, timeout)
         if not processor.done.wait(timeout):
             raise RuntimeError(f"jetkafka {name}: only {processor.events} of {total} events in {timeout:.0f} s")
-        last = _all_committed(ch, topic, ends, timeout)
+        last = all_committed(ch, topic, ends, timeout)
         cpu = process_cpu_seconds() - cpu
     finally:
         ch.shutdown(timeout=30)
@@ -175,12 +175,12 @@ def jetkafka_run(
     )
 
 
-def _partitions_taken(channel: Any, timeout: float) -> float:
+def partitions_taken(channel: Any, timeout: float) -> float:
     """When the channel took its partitions (and handed them to its fetcher)."""
     return _when(lambda: bool(channel.partitions()), timeout, lambda: f"the channel took no partition in {timeout:.0f} s")
 
 
-def _all_committed(channel: Any, topic: str, ends: dict[int, int], timeout: float) -> float:
+def all_committed(channel: Any, topic: str, ends: dict[int, int], timeout: float) -> float:
     """When the last commit landed in ZooKeeper: every batch is processed, commits may still travel."""
 
     def committed() -> dict[int, int | None]:
