@@ -250,3 +250,31 @@ def test_bad_ordering_values_name_the_key_and_what_is_allowed(channel: dict[str,
     text = str(caught.value).replace(",", "").replace("_", "_")
     for word in words:
         assert word in text, (word, text)
+
+
+def test_out_of_range_under_key_goes_on_at_the_log_start_and_drops_the_map(
+    zk: Any, zk_connect: str, kafka_config: dict[str, Any], topic_factory: Callable[..., str], produce: Produce
+) -> None:
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    topic = topic_factory(partitions=1)
+    produce(topic, keyed(100, 4))
+    # A key-mode owner committed 10 with 15..17 finished; then retention deleted everything below 50.
+    zk.ensure_path(f"/consumers/g/offsets/{topic}")
+    zk.create(f"/consumers/g/offsets/{topic}/0", b"10\n5+3")
+    admin = AdminClient(dict(kafka_config))  # kept: the futures need their client alive
+    for future in admin.delete_records([TopicPartition(topic, 0, 50)]).values():
+        future.result(timeout=10)
+    processor = Deliveries()
+    ch = start(zk_connect, kafka_config, topic, processor, ordering="key", on_out_of_range="earliest")
+    try:
+        wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 100}, what="everything from the log start")
+        lost = ch.stats.loss_counts()
+    finally:
+        ch.shutdown()
+    assert sorted(processor.delivered) == list(range(50, 100))
+    assert set(processor.delivered.values()) == {1}
+    assert lost["retention"] == 40  # offsets 10..49, deleted unread
+    data, _ = zk.get(f"/consumers/g/offsets/{topic}/0")
+    assert data == b"100"  # the map went with the move
