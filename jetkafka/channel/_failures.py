@@ -136,6 +136,12 @@ class FailurePolicy:
             if self._offer is not None:
                 self._offer(state)
 
+    def forget(self, state: Attempted) -> None:
+        """``state`` is out of the policy's hands (a batch in flight ended): a later
+        :meth:`reconfigure` does not wake it."""
+        with self._lock:
+            self._backing_off.pop(state, None)
+
     def next_batch(self, state: Attempted) -> list[Any] | None:
         """The batch to re-deliver, if any: one record while isolating."""
         if state.redeliver is None:

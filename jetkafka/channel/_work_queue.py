@@ -42,6 +42,10 @@ class Task(Protocol):
     not_before: float
     timer_at: float | None
 
+    def abandon(self) -> None:
+        """The queue closed before the task ran: it is out of flight, unrun (its start is over,
+        its partition given up or handed over)."""
+
 
 class PartitionQueue:
     def __init__(self, idle_ms: int) -> None:
@@ -117,24 +121,33 @@ class PartitionQueue:
 
     def offer(self, state: PartitionState | Task) -> None:
         """Queue ``state`` if it is idle and has work (fetcher, rebalancer, controls); a task
-        (woken from its back-off by the failure policy) is submitted."""
+        (woken from its back-off by the failure policy) runs at once if it still waits in the
+        timers, and is left alone if it does not: it is queued or in a worker's hands already,
+        or it ended (submitting it again would run one batch twice)."""
         if not isinstance(state, PartitionState):
-            self.submit(state)
+            self.wake([state])
             return
         with self._cond:
             self._offer_locked(state, time.monotonic())
 
     def submit(self, task: Task) -> None:
-        """Queue a task for any worker, at once or when its ``not_before`` comes."""
+        """Queue a task for any worker, at once or when its ``not_before`` comes; on a closed
+        queue (a batch ending after its start ended) the task is abandoned."""
         with self._cond:
-            now = time.monotonic()
-            if task.not_before > now:
-                task.timer_at = task.not_before
-                heapq.heappush(self._timers, (task.not_before, next(self._seq), task))
-            else:
-                task.timer_at = None
-                self._tasks.append(task)
-            self._cond.notify()
+            closed = self._closed
+            if not closed:
+                self._submit_locked(task)
+        if closed:
+            task.abandon()
+
+    def _submit_locked(self, task: Task) -> None:
+        if task.not_before > time.monotonic():
+            task.timer_at = task.not_before
+            heapq.heappush(self._timers, (task.not_before, next(self._seq), task))
+        else:
+            task.timer_at = None
+            self._tasks.append(task)
+        self._cond.notify()
 
     def _parked(self, state: PartitionState) -> bool:
         """Whether a batch of ``state`` waits in the timers (a back-off, a wait)."""
@@ -227,7 +240,19 @@ class PartitionQueue:
             self._cond.notify_all()
 
     def close(self) -> None:
+        """No more turns nor tasks; the tasks still queued are abandoned, so that their
+        partitions do not count as busy in the start that ended (a later start of the channel
+        takes a partition given up at shutdown only once nothing of it is in flight)."""
         with self._cond:
             self._closed = True
+            # A task's stale heap entries (woken early, rescheduled) are not the task waiting.
+            left = list(self._tasks) + [
+                item for at, _, item in self._timers if not isinstance(item, PartitionState) and item.timer_at == at
+            ]
+            self._tasks.clear()
+            self._timers = [entry for entry in self._timers if isinstance(entry[2], PartitionState)]
+            heapq.heapify(self._timers)
             self._cond.notify_all()
             self._turn_ended.notify_all()
+        for task in left:
+            task.abandon()

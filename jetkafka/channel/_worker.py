@@ -89,8 +89,9 @@ def run_task(runner: BatchRunner, task: Any) -> None:
         # As a turn's: the batch is tried again in 1 s (its keys stay held meanwhile).
         log.exception("%s[%d]: batch at offset %d failed outside the processor; retrying in 1 s",
                       task.topic, task.partition, task.position)
-        task.not_before = time.monotonic() + 1.0
-        runner.lanes.resubmit(task)
+        if not task.closed:
+            task.not_before = time.monotonic() + 1.0
+            runner.lanes.resubmit(task)
     finally:
         done_working()
 

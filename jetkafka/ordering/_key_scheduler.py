@@ -189,14 +189,17 @@ class KeyScheduler:
                         self._pending[key] = queue = deque()
                     queue.appendleft(message)
                     self._waiting += 1
+            # A key stays busy across a reset until its batch of the older generation ends (two
+            # batches of one key are never in flight together); records of it taken since then
+            # wait for that, and are free now.
             for key in keys:
                 self._busy.discard(key)
-                if key in self._pending and current:
+                if key in self._pending:
                     self._free.append(key)
 
     def reset(self, offset: int) -> None:
         """Everything taken is void (a move, the out-of-range policy): start again at ``offset``.
-        Batches still in flight finish nothing when they end."""
+        Batches still in flight finish nothing when they end; their keys stay busy until then."""
         with self._lock:
             self.generation += 1
             self._open.clear()

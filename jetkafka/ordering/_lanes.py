@@ -78,6 +78,7 @@ class LaneTask:
         self.not_before = 0.0
         self.timer_at: float | None = None
         self.outcome: tuple[list[Message], BatchEnd, float] | None = None  # an async end, to apply
+        self.closed = False  # out of flight: nothing runs it again
         self._finished: set[int] = set()
 
     @property
@@ -99,6 +100,16 @@ class LaneTask:
         if new and self.state.scheduler is not None:
             self._finished.update(new)
             self.state.scheduler.finish(new, self.generation)
+
+    def abandon(self) -> None:
+        """Out of flight without running again: its start ended (the work queue closed) with
+        the task queued, or its end came after that. Its unfinished records are not committed;
+        whoever takes the partition next reads them again."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.state.scheduler is not None:
+            self.state.scheduler.end(self, self.keys, [], self.generation)
 
     def __repr__(self) -> str:
         return f"{self.topic}[{self.partition}]@{self.position} ({len(self.batch)} records, {len(self.keys)} keys)"
@@ -189,6 +200,8 @@ class LaneRunner:
 
     def run(self, task: LaneTask) -> None:
         state = task.state
+        if task.closed:  # a stale wake-up: the task ended already
+            return
         if task.outcome is not None:
             batch, end, started = task.outcome
             task.outcome = None
@@ -319,6 +332,8 @@ class LaneRunner:
         """The task is out of flight; its unfinished records go back to their keys when
         ``put_back`` (a pause, a release: handed out again later, or given up with the lease)."""
         state = task.state
+        task.closed = True
+        self.failures.forget(task)
         scheduler = state.scheduler
         if scheduler is not None:
             scheduler.end(task, task.keys, task.unfinished() if put_back else [], task.generation)

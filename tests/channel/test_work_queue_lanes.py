@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from types import SimpleNamespace
 
 from confluent_kafka import Message
 
 from jetkafka.channel._budget import BufferBudget
+from jetkafka.channel._failures import FailurePolicy
 from jetkafka.channel._partition import PartitionState
+from jetkafka.channel._stats import ChannelStats
 from jetkafka.channel._work_queue import PartitionQueue
+from jetkafka.config import parse_config
+from jetkafka.config._schema import ErrorPolicyConfig
 from jetkafka.ordering._key_scheduler import KeyScheduler
 from jetkafka.ordering._lanes import LaneTask
+from tests.support.channels import channel_config
 
 
 def keyed(partition: int, budget: BufferBudget, records: int = 10) -> PartitionState:
@@ -102,3 +108,56 @@ def test_a_newer_state_waits_while_the_older_ones_batches_run() -> None:
     old.buffer.close()  # what its turn does after the loss: the partition leaves the channel
     queue.give_back(old)
     assert queue.take(timeout=1) is new
+
+
+def test_a_new_on_error_runs_a_batch_in_back_off_once_not_again_once_it_was_taken() -> None:
+    """A hot deploy changing ``on_error`` wakes the batches the old policy put in a back-off;
+    one a worker already took (woken by a pause, or its back-off over) is not queued twice."""
+    budget = BufferBudget(1000, 1 << 20)
+    queue = PartitionQueue(idle_ms=0)
+    config = parse_config(channel_config("127.0.0.1:1", {"bootstrap.servers": "127.0.0.1:1"}, ["t"])).channel
+    policy = FailurePolicy(config, ChannelStats(), None, queue.offer)
+    a = keyed(0, budget)
+    parked, other = handed_out(a)
+    for task in (parked, other):
+        task.error_attempts = 1
+        policy.failed(task, task.batch, ValueError("down"))
+        assert task.not_before > time.monotonic()
+        queue.submit(task)
+    queue.wake([parked])  # the partition is paused: the batch gives its records back at once
+    assert queue.take(timeout=1) is parked  # in a worker's hands now
+    policy.reconfigure(dataclasses.replace(config, on_error=ErrorPolicyConfig(mode="skip")))
+    assert queue.take(timeout=1) is other  # still parked: woken by the new policy
+    assert queue.take(timeout=0.3) is None  # and the one in hand is not queued a second time
+
+
+def test_a_closed_queue_abandons_its_tasks_so_their_partition_is_not_busy() -> None:
+    """A shutdown giving a partition up closes its start's queue: batches queued, parked or
+    ending after that are out of flight, or a later start could never take the partition."""
+    budget = BufferBudget(1000, 1 << 20)
+    queue = PartitionQueue(idle_ms=0)
+    a = keyed(0, budget)
+    assert a.scheduler is not None
+    queued, parked = handed_out(a)
+    parked.not_before = time.monotonic() + 30
+    queue.submit(parked)
+    queue.submit(queued)
+    assert a.lanes_busy()
+    queue.close()
+    assert not a.lanes_busy() and a.scheduler.tracked() == []
+    assert queued.closed and parked.closed
+    (late,) = handed_out_again(a)
+    queue.submit(late)  # an asynchronous batch's end arriving after the close
+    assert not a.lanes_busy() and late.closed
+
+
+def handed_out_again(state: PartitionState) -> list[LaneTask]:
+    """The records the abandoned batches held are waiting for a new owner; hand one batch out."""
+    assert state.scheduler is not None
+    state.scheduler.take([Message(topic="t", partition=state.partition, offset=100, key=b"k9", value=b"v")])
+    out = []
+    for messages, keys in state.scheduler.hand_out(1, 100):
+        task = LaneTask(state, messages, keys, state.scheduler.generation)
+        state.scheduler.track(task)
+        out.append(task)
+    return out

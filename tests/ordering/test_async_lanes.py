@@ -100,3 +100,58 @@ def test_a_graceful_shutdown_with_coroutines_in_flight_repeats_nothing(
         f"{point.finished_count} finished above commit point {int(point)}, {len(second.delivered())} after; "
         f"slow key k{key_of(0)}"
     )
+
+
+class HeldAsyncRecorder(AsyncRecorder):
+    """Record 0's coroutine awaits ``release`` (longer than ``shutdown_timeout_s``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    async def on_next_batch(self, source: PartitionSource, events: EventBatch) -> BatchResponse:
+        if any(e.value == b"0" for e in events) and not self.release.is_set():
+            keys = {e.key for e in events}
+            with self.lock:
+                self.busy |= keys
+                self.ids.extend(int(e.value or b"-1") for e in events)
+            try:
+                while not self.release.is_set():
+                    await asyncio.sleep(0.02)
+                return BatchResponse.advance()
+            finally:
+                with self.lock:
+                    self.busy -= keys
+        return await super().on_next_batch(source, events)
+
+
+def test_a_shutdown_gives_up_a_partition_with_a_coroutine_outlasting_it_and_a_new_start_takes_it_after(
+    zk: KazooClient, zk_connect: str, kafka_config: dict[str, Any], topic_factory, produce
+) -> None:
+    """The coroutine's end comes after its start's work queue closed: the partition must stop
+    counting as busy then, or no later start of the channel ever takes it again."""
+    topic = topic_factory(partitions=1)
+    ids = range(20 * KEYS)
+    produce(topic, keyed(ids, 1))
+    config = channel_config(
+        zk_connect, kafka_config, [topic], ordering="key", threads=1, batch_max_events=2,
+        max_in_flight_per_partition=40, shutdown_timeout_s=1,
+    )
+    proc = HeldAsyncRecorder()
+    channel = InboundChannel.from_dict(config, processor=proc)
+    channel.start()
+    try:
+        wait_until(lambda: 0 in proc.delivered() and len(proc.delivered()) >= 20, what="the held coroutine among others")
+        assert not channel.shutdown(), "the shutdown should give the partition up"
+        assert channel.owned_partitions() == []
+        before = len(proc.delivered())
+        channel.start()
+        time.sleep(1.5)
+        assert len(proc.delivered()) == before, "taken again while the given-up coroutine was awaiting"
+        proc.release.set()
+        wait_until(lambda: commit_point(zk, topic, 0) == len(ids), what="the partition taken again and done")
+    finally:
+        proc.release.set()
+        channel.shutdown(30)
+    assert proc.violations == []
+    assert set(proc.delivered()) == set(ids)

@@ -191,3 +191,18 @@ def test_news_tells_whether_something_ended_since_the_last_look() -> None:
     assert not s.take_news()
     run(s, (batch, keys))
     assert s.take_news() and not s.take_news()
+
+
+def test_a_key_in_flight_across_a_reset_stays_busy_until_its_old_batch_ends() -> None:
+    s = KeyScheduler("key", 100, 0)
+    s.take(records("ab"))
+    handed = s.hand_out(2, 100)
+    old = s.generation
+    s.reset(50)
+    s.take(records("ac", start=50))  # a's records of the new generation come before a's old batch ends
+    ((_, keys),) = s.hand_out(4, 10)
+    assert keys == frozenset({b"c"})  # a waits: never two batches of one key in flight
+    for messages, old_keys in handed:
+        s.end(None, old_keys, messages, old)
+    ((again, _),) = s.hand_out(4, 10)
+    assert offsets(again) == [50]  # and once they ended, a goes on
