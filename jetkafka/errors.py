@@ -19,7 +19,10 @@ call                                          errors
 ``PartitionSource.commit``                    drop the work), :class:`OffsetMoved` (a reset
                                               moved the partition: the work is void),
                                               :class:`~jetkafka.coordination._errors.CommitUncertain`
-                                              (ZooKeeper out of reach: retry)
+                                              (ZooKeeper out of reach: retry),
+                                              :class:`~jetkafka.ordering.OwnCommitRefused`
+                                              (``ChannelContext.commit`` under
+                                              ``channel.ordering: key | none``)
 ``InboundChannel.reposition``                 the same as a commit, and ``TimeoutError``
 processor callbacks (``on_exception``)        :class:`PartitionLost`, :class:`CommitFenced`,
                                               :class:`~jetkafka.channel._errors.OffsetOutOfRange`,

@@ -22,6 +22,7 @@ from jetkafka.coordination._ownership import Lease
 from jetkafka.coordination._paths import GroupPaths
 from jetkafka.errors import CommitFenced
 from jetkafka.events import Key
+from jetkafka.ordering._errors import OwnCommitRefused
 
 if TYPE_CHECKING:
     from jetkafka.channel._running import RunningChannel
@@ -85,7 +86,13 @@ class ChannelContext:
         not landed yet: it waits for the commit in flight, and the advance waiting for
         ``commit_interval_ms`` or for ZooKeeper to answer is dropped, so no older offset lands
         after it (see :meth:`PartitionCommitter.superseded`).
+
+        Under ``channel.ordering: key | none`` it raises :class:`OwnCommitRefused`, writing
+        nothing: the channel commits those partitions' commit points itself.
         """
+        ordering = self._channel.config.channel.ordering
+        if ordering != "partition" and offsets:
+            raise OwnCommitRefused(ordering)
         commits = {}
         for (topic, partition), offset in offsets.items():
             lease = self._channel.lease(topic, partition)

@@ -10,7 +10,7 @@ batches on the channel's workers (or an asynchronous processor's event loop). Se
 """
 
 from jetkafka.ordering._commit_point import CommitPoint
-from jetkafka.ordering._errors import OrderingError, ResponseRefused
+from jetkafka.ordering._errors import OrderingError, OwnCommitRefused, ResponseRefused
 from jetkafka.ordering._key_scheduler import ORDERINGS, LaneFigures
 
-__all__ = ["ORDERINGS", "CommitPoint", "LaneFigures", "OrderingError", "ResponseRefused"]
+__all__ = ["ORDERINGS", "CommitPoint", "LaneFigures", "OrderingError", "OwnCommitRefused", "ResponseRefused"]

@@ -26,4 +26,19 @@ class ResponseRefused(OrderingError):
         )
 
 
-__all__ = ["OrderingError", "ResponseRefused"]
+class OwnCommitRefused(OrderingError):
+    """``ChannelContext.commit`` called on a channel whose partitions run ``ordering: key | none``:
+    the channel commits their commit points itself (the lowest unfinished offset with the map of
+    finished offsets above it); one offset written over that would skip unfinished records or
+    repeat finished ones. Nothing is written."""
+
+    def __init__(self, ordering: str) -> None:
+        super().__init__(
+            f"ChannelContext.commit refused: with channel.ordering: {ordering} the channel commits each "
+            f"partition's commit point itself (the lowest unfinished offset and the finished offsets above it), "
+            f"and one offset written over it would skip unfinished records or process finished ones again; "
+            f"answer advance() (or source.commit(offset) inside the batch) instead, or set channel.ordering: partition"
+        )
+
+
+__all__ = ["OrderingError", "OwnCommitRefused", "ResponseRefused"]

@@ -22,7 +22,7 @@ from jetkafka import (
     PartitionSource,
     parse_config,
 )
-from jetkafka.ordering import ResponseRefused
+from jetkafka.ordering import OwnCommitRefused, ResponseRefused
 from tests.support.channels import channel_config, committed_offsets, wait_until
 
 Produce = Callable[[str, list[tuple[int, bytes, bytes]]], list[int]]
@@ -187,6 +187,43 @@ def test_responses_under_key_seek_inside_the_batch_waits_and_an_offset_outside_i
     refused = [e for e in processor.errors if isinstance(e, ResponseRefused)]
     assert refused and "seek(1000)" in str(refused[0]) and "set channel.ordering: partition" in str(refused[0])
     assert processor.delivered[9] == 2  # the refused batch was retried as a failure
+
+
+class OwnCommitter(Deliveries):
+    """Tries to commit the middle of its first batch itself through ``ChannelContext.commit``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.context: Any = None
+        self.outcome: BaseException | str | None = None
+
+    def on_start(self, context: Any) -> None:
+        self.context = context
+
+    def on_next_batch(self, source: PartitionSource, events: EventBatch) -> BatchResponse:
+        if self.outcome is None:
+            try:
+                self.context.commit({(source.topic, source.partition): events[len(events) // 2].offset})
+                self.outcome = "committed"
+            except Exception as exc:  # noqa: BLE001 - what the processor is told is the test's subject
+                self.outcome = exc
+        return super().on_next_batch(source, events)
+
+
+def test_a_processors_own_commit_is_refused_under_key_and_nothing_is_written(
+    zk: Any, zk_connect: str, kafka_config: dict[str, Any], topic_factory: Callable[..., str], produce: Produce
+) -> None:
+    topic = topic_factory(partitions=1)
+    produce(topic, keyed(60, 4))
+    processor = OwnCommitter()
+    ch = start(zk_connect, kafka_config, topic, processor, ordering="key")
+    try:
+        wait_until(lambda: committed_offsets(zk, "g", topic) == {0: 60}, what="everything")
+    finally:
+        ch.shutdown()
+    assert isinstance(processor.outcome, OwnCommitRefused), processor.outcome
+    assert "set channel.ordering: partition" in str(processor.outcome) and "advance()" in str(processor.outcome)
+    assert sorted(processor.delivered) == list(range(60)) and set(processor.delivered.values()) == {1}
 
 
 class AsyncDeliveries(AsyncBatchEventProcessor):
