@@ -40,6 +40,7 @@ from jetkafka.kafka_groups._group_offsets import KafkaGroupOffsets
 from jetkafka.ops._failure_reports import FailureReport, owned_failure, read_failures, render_failures
 from jetkafka.ops._micro_batch_reports import MicroBatchReport, read_reports, render_reports
 from jetkafka.ops._tables import format_table
+from jetkafka.ordering import CommitPoint
 
 log = logging.getLogger(__name__)
 
@@ -182,6 +183,9 @@ class PartitionStatus:
     lag: int | None
     # Why the partition does not move on, as its owner reported it; None: it moves on, or is free.
     failure: FailureReport | None = None
+    # Offsets finished above ``committed`` (the map a channel.ordering key or none owner commits
+    # with it): the next owner skips them.
+    finished_above: int = 0
 
     @property
     def state(self) -> str:
@@ -255,11 +259,12 @@ def read_partitions(
                     topic=topic,
                     partition=p,
                     owner=owners.get(p),
-                    committed=offset,
+                    committed=None if offset is None else int(offset),
                     low=low,
                     high=high,
                     lag=None if offset is None else high - offset,
                     failure=owned_failure(failures, owners.get(p), (topic, p)),
+                    finished_above=offset.finished_count if isinstance(offset, CommitPoint) else 0,
                 )
             )
     return out
@@ -336,12 +341,29 @@ def _age(started: float, now: float) -> str:
 
 
 def render_partitions(partitions: Sequence[PartitionStatus], now: float | None = None) -> list[str]:
-    """The partition table, then the partitions that do not move on with their details."""
-    lines = format_table(
-        ("TOPIC", "PARTITION", "OWNER", "COMMITTED", "LOW", "HIGH", "LAG", "STATE"),
-        ((p.topic, p.partition, p.owner, p.committed, p.low, p.high, p.lag, p.state) for p in partitions),
-        right={1, 3, 4, 5, 6},
-    )
+    """The partition table, then the partitions that do not move on with their details.
+
+    A column ``DONE ABOVE`` (and a line saying what it is) comes only when a partition's commit
+    carries finished offsets above it (``channel.ordering: key | none``)."""
+    if any(p.finished_above for p in partitions):
+        lines = format_table(
+            ("TOPIC", "PARTITION", "OWNER", "COMMITTED", "DONE ABOVE", "LOW", "HIGH", "LAG", "STATE"),
+            (
+                (p.topic, p.partition, p.owner, p.committed, p.finished_above, p.low, p.high, p.lag, p.state)
+                for p in partitions
+            ),
+            right={1, 3, 4, 5, 6, 7},
+        )
+        lines.append(
+            "DONE ABOVE: offsets above COMMITTED already processed (channel.ordering key or none); "
+            "the next owner skips them"
+        )
+    else:
+        lines = format_table(
+            ("TOPIC", "PARTITION", "OWNER", "COMMITTED", "LOW", "HIGH", "LAG", "STATE"),
+            ((p.topic, p.partition, p.owner, p.committed, p.low, p.high, p.lag, p.state) for p in partitions),
+            right={1, 3, 4, 5, 6},
+        )
     failing = [(p.topic, p.partition, p.failure) for p in partitions if p.failure is not None]
     return lines + render_failures(failing, time.time() if now is None else now)
 

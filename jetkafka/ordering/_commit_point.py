@@ -71,6 +71,11 @@ class CommitPoint(int):
     def __repr__(self) -> str:
         return f"CommitPoint({int(self)}, finished={list(self.finished)})"
 
+    def __str__(self) -> str:
+        # Where an offset is shown (a log line, a table cell) it reads as the offset; the map is
+        # in repr() and ``finished``.
+        return str(int(self))
+
     @property
     def finished_count(self) -> int:
         return sum(b - a for a, b in self.finished)

@@ -10,8 +10,9 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from jetkafka import BatchEventProcessor, BatchResponse, EventBatch, InboundChannel, PartitionSource
+from jetkafka import BatchEventProcessor, BatchResponse, EventBatch, InboundChannel, PartitionSource, parse_config
 from jetkafka.devstack._ports import free_port
+from jetkafka.ops._status import group_status, render_status
 from tests.support.channels import channel_config, wait_until
 from tests.support.scrape import scrape, value
 
@@ -69,6 +70,14 @@ def test_a_held_key_shows_in_the_lane_figures_and_the_gauges(
         (part,) = [p for g in status["groups"] for p in g["partitions"] if p["topic"] == topic]
         assert part["ordering"]["mode"] == "key"
         assert (part["ordering"]["open"], part["ordering"]["finished_above_commit"]) == (60, 48)
+        # jetkafka status, from ZooKeeper alone: the committed map, in a column of its own.
+        config = parse_config(data)
+        wait_until(lambda: group_status(config).partitions[0].finished_above == 48, what="the map in jetkafka status")
+        table = render_status(group_status(config)).splitlines()
+        header = next(line for line in table if line.startswith("TOPIC"))
+        row = next(line for line in table if line.startswith(topic))
+        assert header.split()[3:6] == ["COMMITTED", "DONE", "ABOVE"] and row.split()[3:5] == ["0", "48"]
+        assert any(line.startswith("DONE ABOVE: offsets above COMMITTED already processed") for line in table)
         processor.release.set()
         wait_until(lambda: len(processor.done) == 100, what="every record once k0 is released")
         wait_until(lambda: channel.partitions()[0].committed == 100, what="the commit point at the end")
