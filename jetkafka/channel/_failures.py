@@ -92,8 +92,9 @@ class GiveUp:
 
 class FailurePolicy:
     """``channel.on_error`` for the partitions of one channel start. Every method but
-    :meth:`reconfigure` runs on the worker holding the partition's turn; ``offer`` puts a
-    partition before the workers again (the work queue's)."""
+    :meth:`reconfigure` runs on the worker holding the partition's turn (under ``ordering: key |
+    none``, on the worker running the batch); ``offer`` puts a partition before the workers
+    again (the work queue's), or wakes a batch waiting out its back-off."""
 
     def __init__(
         self,
@@ -139,8 +140,9 @@ class FailurePolicy:
     def forget(self, state: Attempted) -> None:
         """``state`` is out of the policy's hands (a batch in flight ended): a later
         :meth:`reconfigure` does not wake it."""
-        with self._lock:
-            self._backing_off.pop(state, None)
+        if state in self._backing_off:  # most batches never failed: no lock taken for them
+            with self._lock:
+                self._backing_off.pop(state, None)
 
     def next_batch(self, state: Attempted) -> list[Any] | None:
         """The batch to re-deliver, if any: one record while isolating."""

@@ -43,8 +43,9 @@ class Task(Protocol):
     timer_at: float | None
 
     def abandon(self) -> None:
-        """The queue closed before the task ran: it is out of flight, unrun (its start is over,
-        its partition given up or handed over)."""
+        """The queue closed with the task queued or waiting in the timers, or the task came back
+        to it after the close (an asynchronous batch's end): it is out of flight, not run again
+        (its start is over)."""
 
 
 class PartitionQueue:
@@ -158,6 +159,8 @@ class PartitionQueue:
         """Run these tasks' next attempt at once if they wait in the timers (their partition is
         released, lost, moved or paused: they give their records back instead of waiting)."""
         with self._cond:
+            if self._closed:
+                return  # its tasks are abandoned
             for task in tasks:
                 if task.timer_at is not None:
                     task.timer_at = None  # its heap entry is skipped when it comes
@@ -249,6 +252,8 @@ class PartitionQueue:
             left = list(self._tasks) + [
                 item for at, _, item in self._timers if not isinstance(item, PartitionState) and item.timer_at == at
             ]
+            for task in left:
+                task.timer_at = None
             self._tasks.clear()
             self._timers = [entry for entry in self._timers if isinstance(entry[2], PartitionState)]
             heapq.heapify(self._timers)

@@ -18,7 +18,9 @@ Offsets an earlier owner finished (the map it committed, ``inherited``) count as
 they come and are never handed out again.
 
 Threads: every method takes the scheduler's lock; the partition's turn takes and hands out,
-any worker (or the event loop, through the worker it hands back to) ends batches.
+any worker ends batches, and so do the event loop's thread and the thread ending a channel start
+for the batches a closed work queue abandons. A batch ends once: a second :meth:`end` of a
+tracked task is ignored.
 """
 
 from __future__ import annotations
@@ -176,7 +178,10 @@ class KeyScheduler:
         """A batch is out of flight: its keys are free again; ``unfinished`` records (a batch put
         back before it ran, or cut short) go back ahead of their keys' later records."""
         with self._lock:
-            self._tasks.discard(task)
+            if task is not None:
+                if task not in self._tasks:
+                    return  # ended already: a second end would free keys another batch holds
+                self._tasks.discard(task)
             self.in_flight -= 1
             self._news = True
             current = generation == self.generation

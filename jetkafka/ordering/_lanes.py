@@ -61,8 +61,10 @@ class LaneTask:
 
     The fields the failure policy reads and writes (``redeliver``, ``isolating``,
     ``error_attempts``, ``failure``, ``not_before``) are a partition's under ``partition``; here
-    they are the batch's, written only by the worker running the task (one at a time: a task
-    is in the queue or in one worker's hands, never both).
+    they are the batch's, written by the worker running the task (one at a time: a task is in
+    the queue, in one worker's hands or awaited on the event loop, never two of these), and
+    ``not_before`` also by a hot deploy's thread (ending a back-off). ``closed`` is set once,
+    by whoever ends the task: its worker, or the thread that finds the work queue closed.
     """
 
     def __init__(self, state: PartitionState, batch: list[Message], keys: frozenset[Hashable], generation: int) -> None:

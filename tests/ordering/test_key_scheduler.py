@@ -206,3 +206,19 @@ def test_a_key_in_flight_across_a_reset_stays_busy_until_its_old_batch_ends() ->
         s.end(None, old_keys, messages, old)
     ((again, _),) = s.hand_out(4, 10)
     assert offsets(again) == [50]  # and once they ended, a goes on
+
+
+def test_a_batch_ended_twice_ends_once() -> None:
+    """A second end of one batch (a race between its worker and a closing work queue) must not
+    free its key while a later batch of that key runs, nor count a batch out of flight twice."""
+    s = KeyScheduler("key", 100, 0)
+    s.take(records("aa"))
+    task = object()
+    ((first, keys),) = s.hand_out(1, 1)
+    s.track(task)
+    s.end(task, keys, [], s.generation)
+    ((second, _),) = s.hand_out(1, 1)  # a's next record, in flight now
+    s.end(task, keys, [], s.generation)
+    assert s.in_flight == 1 and offsets(first) == [0] and offsets(second) == [1]
+    s.take(records("a", start=2))
+    assert s.hand_out(4, 10) == []  # a is still busy with offset 1
