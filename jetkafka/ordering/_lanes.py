@@ -105,13 +105,14 @@ class LaneTask:
 
     def abandon(self) -> None:
         """Out of flight without running again: its start ended (the work queue closed) with
-        the task queued, or its end came after that. Its unfinished records are not committed;
-        whoever takes the partition next reads them again."""
+        the task queued, or its end came after that. Its unfinished records go back to their
+        keys, never to be handed out by that start, and are not committed: whoever takes the
+        partition next reads them again."""
         if self.closed:
             return
         self.closed = True
         if self.state.scheduler is not None:
-            self.state.scheduler.end(self, self.keys, [], self.generation)
+            self.state.scheduler.end(self, self.keys, self.unfinished(), self.generation)
 
     def __repr__(self) -> str:
         return f"{self.topic}[{self.partition}]@{self.position} ({len(self.batch)} records, {len(self.keys)} keys)"

@@ -146,6 +146,7 @@ def test_a_closed_queue_abandons_its_tasks_so_their_partition_is_not_busy() -> N
     queue.close()
     assert not a.lanes_busy() and a.scheduler.tracked() == []
     assert queued.closed and parked.closed
+    assert a.scheduler.records_in_flight == 0  # what they held waits, unrun, for the next owner
     (late,) = handed_out_again(a)
     queue.submit(late)  # an asynchronous batch's end arriving after the close
     assert not a.lanes_busy() and late.closed

@@ -23,13 +23,11 @@ from jetkafka import (
     BatchEventProcessor,
     BatchResponse,
     EventBatch,
-    InboundChannel,
     PartitionSource,
-    ProcessSession,
-    parse_config,
 )
 from jetkafka.coordination._paths import GroupPaths
 from jetkafka.ordering._commit_point import decode_commit
+from tests.support.instances import SessionChannel
 
 KEYS = 8
 
@@ -143,35 +141,13 @@ def commit_point(zk: KazooClient, topic: str, partition: int, group: str = "g") 
     return decode_commit(data, path)
 
 
-class Owner:
-    """A started channel with a ZooKeeper session of its own (a consumer id of its own, as a
-    separate process would have) and a :class:`KeyRecorder` as its processor."""
+class Owner(SessionChannel):
+    """A channel with a ZooKeeper session of its own (a consumer id of its own, as a separate
+    process would have) and a :class:`KeyRecorder` as its processor."""
 
     def __init__(self, config: dict[str, Any], recorder: KeyRecorder) -> None:
-        parsed = parse_config(config)
         self.recorder = recorder
-        self.session = ProcessSession(parsed.zookeeper)
-        self.session.start()
-        try:
-            self.channel = InboundChannel(parsed, recorder, controller=self.session)
-            self.channel.start()
-        except BaseException:
-            self.session.stop()
-            raise
-
-    @property
-    def client(self) -> KazooClient:
-        return self.session.client
-
-    @property
-    def consumer_id(self) -> str:
-        return self.channel.consumer_id
-
-    def close(self, timeout: float = 30.0) -> bool:
-        try:
-            return self.channel.shutdown(timeout)
-        finally:
-            self.session.stop()
+        super().__init__(config, recorder)
 
 
 def read_runs(path: str) -> list[Seen]:

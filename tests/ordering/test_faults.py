@@ -32,6 +32,17 @@ MAX_IN_FLIGHT = 40
 SESSION_TIMEOUT_S = 4  # the shared server's tickTime is 500 ms: sessions of 1..60 s are allowed
 
 
+def lane_members_config(
+    zk_connect: str, kafka_config: dict[str, Any], topic: str, events: Path, **options: Any
+) -> dict[str, Any]:
+    """The member processes' configuration: 3 threads, batches of 5, MAX_IN_FLIGHT open records
+    per partition, sessions of SESSION_TIMEOUT_S; ``options`` add the ordering and the delays."""
+    return member_config(
+        zk_connect, kafka_config, [topic], events, session_timeout_s=SESSION_TIMEOUT_S, threads=3,
+        batch_max_events=5, max_in_flight_per_partition=MAX_IN_FLIGHT, **options,
+    )
+
+
 def open_at(point: int | None, partition_seen: list[Seen]) -> set[int]:
     """Offsets of ``partition_seen`` that a commit point leaves open: at or above it, not finished."""
     low = 0 if point is None else int(point)
@@ -71,18 +82,7 @@ def test_kill_9_re_processes_only_records_open_at_the_kill(
     ids = range(2400)
     produce(topic, keyed(ids, PARTITIONS))
     events = tmp_path / "events.log"
-    config = member_config(
-        zk_connect,
-        kafka_config,
-        [topic],
-        events,
-        session_timeout_s=SESSION_TIMEOUT_S,
-        delay_ms=20,
-        ordering=ordering,
-        threads=3,
-        batch_max_events=5,
-        max_in_flight_per_partition=MAX_IN_FLIGHT,
-    )
+    config = lane_members_config(zk_connect, kafka_config, topic, events, delay_ms=20, ordering=ordering)
     with running_members() as members:
         members.extend(Member(tmp_path, name, config) for name in ("survivor", "victim"))
         survivor, victim = members
@@ -143,18 +143,14 @@ def test_a_frozen_instance_is_fenced_and_only_its_batches_in_hand_run_twice(
     ids = range(2400)
     produce(topic, keyed(ids, PARTITIONS))
     events = tmp_path / "events.log"
-    config = member_config(
+    config = lane_members_config(
         zk_connect,
         kafka_config,
-        [topic],
+        topic,
         events,
-        session_timeout_s=SESSION_TIMEOUT_S,
         delay_ms=150,  # a batch stays in hand: the freeze always catches some
         after_freeze_ms=2000,  # a batch in hand at the freeze commits after the take-over
         ordering="key",
-        threads=3,
-        batch_max_events=5,
-        max_in_flight_per_partition=MAX_IN_FLIGHT,
     )
     sampler = None
     with running_members() as members:

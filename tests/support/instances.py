@@ -13,7 +13,15 @@ from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 
-from jetkafka import EventBatch, InboundChannel, PartitionLost, PartitionSource, ProcessSession, parse_config
+from jetkafka import (
+    BatchEventProcessor,
+    EventBatch,
+    InboundChannel,
+    PartitionLost,
+    PartitionSource,
+    ProcessSession,
+    parse_config,
+)
 from jetkafka.processors._base import BatchResponse
 from tests.support.channels import RecordingProcessor
 
@@ -34,18 +42,15 @@ class TimedRecorder(RecordingProcessor):
         return [c for c in self.calls_named("exception") if isinstance(c[2], PartitionLost)]
 
 
-class Instance:
-    """A started channel with its own ProcessSession (ZooKeeper session) and a :class:`TimedRecorder`."""
+class SessionChannel:
+    """A started channel with its own ProcessSession (ZooKeeper session) and the given processor."""
 
-    def __init__(
-        self, config: dict[str, Any], response: Callable[[PartitionSource, EventBatch], BatchResponse] | None = None
-    ) -> None:
+    def __init__(self, config: dict[str, Any], processor: BatchEventProcessor) -> None:
         parsed = parse_config(config)
-        self.processor = TimedRecorder(response)
         self.session = ProcessSession(parsed.zookeeper)
         self.session.start()
         try:
-            self.channel = InboundChannel(parsed, self.processor, controller=self.session)
+            self.channel = InboundChannel(parsed, processor, controller=self.session)
             self.channel.start()
         except BaseException:
             self.session.stop()
@@ -58,6 +63,22 @@ class Instance:
     @property
     def consumer_id(self) -> str:
         return self.channel.consumer_id
+
+    def close(self, timeout: float = 30.0) -> bool:
+        try:
+            return self.channel.shutdown(timeout)
+        finally:
+            self.session.stop()
+
+
+class Instance(SessionChannel):
+    """A :class:`SessionChannel` recording with a :class:`TimedRecorder`."""
+
+    def __init__(
+        self, config: dict[str, Any], response: Callable[[PartitionSource, EventBatch], BatchResponse] | None = None
+    ) -> None:
+        self.processor = TimedRecorder(response)
+        super().__init__(config, self.processor)
 
     @property
     def session_id(self) -> int:
@@ -73,9 +94,3 @@ class Instance:
             return int(sock.getpeername()[1]) if sock is not None else None
         except OSError:
             return None
-
-    def close(self, timeout: float = 30.0) -> bool:
-        try:
-            return self.channel.shutdown(timeout)
-        finally:
-            self.session.stop()
