@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -24,6 +25,17 @@ from tests.support.channels import (
 )
 
 POISON = b"poison"
+
+
+def recorded_failure(channel: Any, attempts: int) -> Any:
+    """The only partition's failure once the channel recorded ``attempts`` of them: the processor's
+    raise comes first, the channel's record of it (and of the next attempt) a moment later."""
+    def recorded() -> bool:
+        failure = channel.partitions()[0].failure
+        return failure is not None and failure.attempts >= attempts
+
+    wait_until(recorded, what=f"failed attempt {attempts} recorded")
+    return channel.partitions()[0].failure
 
 
 def records_with_poison(count: int, poison_at: int) -> list[tuple[int, bytes, bytes]]:
@@ -252,6 +264,7 @@ def test_a_retried_batch_shows_since_when_how_often_why_and_when_next(
         zk_connect, kafka_config, topic, proc, batch_max_events=50, error_backoff_ms=50, error_backoff_max_ms=400
     ) as channel:
         wait_until(lambda: len(proc.failed_batches) >= 3, what="three failed attempts")
+        recorded_failure(channel, 3)
         (snapshot,) = channel.partitions()
         failure = snapshot.failure
         assert failure is not None and failure.state == "retrying"
@@ -307,7 +320,7 @@ def test_a_changed_on_error_applies_at_the_next_attempt_not_after_the_back_off(
     backoff = {"batch_max_events": 50, "error_backoff_ms": 60_000, "error_backoff_max_ms": 60_000}
     with make_channel(zk_connect, kafka_config, topic, proc, **backoff) as channel:
         wait_until(lambda: len(proc.failed_batches) == 1, what="the first failure")
-        failure = channel.partitions()[0].failure
+        failure = recorded_failure(channel, 1)
         assert failure is not None and failure.next_attempt is not None
         assert failure.next_attempt - time.time() > 50  # a long back-off is scheduled
         on_error: dict[str, object] = {"mode": mode, "max_attempts": 1}
