@@ -2,8 +2,8 @@
 #
 #   make run                  the Spark pipeline quick start on the embedded dev stack
 #                             (RUN_ARGS="--events 50000" passes options to examples/run_pipeline.py)
-#   make test                 the test suite (PYTEST_ARGS="tests/config -x" to narrow it); the whole
-#                             suite runs the guarantee matrix's rows beside the rest
+#   make test                 the test suite, on two pytest-xdist workers (PYTEST_ARGS="tests/config -x"
+#                             to narrow it; TEST_WORKERS=0 runs it in one process, as -s and --pdb need)
 #   make lint                 mypy (strict, on jetkafka/; setup.cfg [mypy]) and ruff (on jetkafka/
 #                             and tests/; ruff.toml): one line per tool, non-zero on any error
 #   make soak                 the chaos soak, two runs of 10+ minutes each, judged by its checker,
@@ -26,6 +26,9 @@ STAMP := $(VENV)/.jetkafka-installed
 # Interpreter that creates the venv; override with `make PYTHON=/path/to/python3.12 venv`.
 PYTHON ?=
 PYTEST_ARGS ?=
+# pytest-xdist workers for `make test`, each with its own ZooKeeper, broker and Spark session
+# (tests/conftest.py groups the tests that must share one worker); 0: no workers, one process.
+TEST_WORKERS ?= 2
 SOAK_ARGS ?=
 RUN_ARGS ?=
 
@@ -33,7 +36,7 @@ RUN_ARGS ?=
 
 help:
 	@echo "make run       run the Spark pipeline quick start (examples/run_pipeline.py; options: RUN_ARGS=...)"
-	@echo "make test      run the tests (extra pytest arguments: PYTEST_ARGS=...)"
+	@echo "make test      run the tests on two workers (extra pytest arguments: PYTEST_ARGS=...; TEST_WORKERS=0: one process)"
 	@echo "make lint      check types (mypy, strict) and style (ruff); fails on any error"
 	@echo "make soak      run the chaos soak and its checker, 25+ minutes (SOAK_ARGS=\"--seed N\" ...)"
 	@echo "make dev-up    start the local ZooKeeper and broker (jetkafka dev up)"
@@ -72,29 +75,12 @@ $(STAMP): setup.cfg setup.py jetkafka/__init__.py
 	touch "$@"; \
 	echo "$(VENV) is ready"
 
-# The whole suite (no PYTEST_ARGS) runs the guarantee matrix's rows in a second pytest beside
-# the rest: each row starts a ZooKeeper, a broker and its instances of its own and spends most of
-# its minutes waiting out its fault schedule, so beside the rest it costs little of its wall time.
-# Its output comes after the rest's, then one line sums both summaries.
-MATRIX := tests/soak/test_matrix.py
-
 test: venv
 	@set -uo pipefail; \
-	if [ -n "$(PYTEST_ARGS)" ]; then \
-		$(PY) -m pytest -q -ra $(PYTEST_ARGS); status=$$?; \
-		if [ $$status -eq 5 ]; then \
-			echo "make test: pytest collected no tests (exit 5); check PYTEST_ARGS" >&2; \
-		fi; \
-		exit $$status; \
+	$(PY) -m pytest -q -ra -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS); status=$$?; \
+	if [ $$status -eq 5 ]; then \
+		echo "make test: pytest collected no tests (exit 5); check PYTEST_ARGS" >&2; \
 	fi; \
-	work=$$(mktemp -d); trap 'rm -rf "$$work"' EXIT; \
-	$(PY) -m pytest -q -ra -p no:cacheprovider --basetemp="$$work/tmp" $(MATRIX) >"$$work/matrix.log" 2>&1 & matrix=$$!; \
-	$(PY) -m pytest -q -ra --ignore=$(MATRIX) 2>&1 | tee "$$work/rest.log"; status=$${PIPESTATUS[0]}; \
-	wait $$matrix; matrix_status=$$?; \
-	echo; echo "==> the guarantee matrix ($(MATRIX)), run beside the rest:"; cat "$$work/matrix.log"; \
-	summary() { grep -E '^(=+ )?[0-9]+ (passed|failed|skipped|deselected|errors?)|no tests ran' "$$1" | tail -n 1 | sed -E 's/^=+ //; s/ =+$$//'; }; \
-	echo "$$(summary "$$work/rest.log"); the matrix: $$(summary "$$work/matrix.log")"; \
-	if [ $$status -eq 0 ]; then status=$$matrix_status; fi; \
 	exit $$status
 
 # Both tools always run, so one pass shows every error; each prints its diagnostics (when there

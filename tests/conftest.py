@@ -36,6 +36,43 @@ def pytest_configure(config: pytest.Config) -> None:
     cluster_from_env()  # a half-set environment is a usage error before anything runs
 
 
+# `make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadscope`): each worker
+# is a process of its own with its own session fixtures, so its own ZooKeeper and broker (in its
+# own temporary directory, on ports the kernel picks), Spark session and Tansu broker. A worker
+# is handed a whole scope at a time and runs it in order: every test of a module (so a
+# module-scoped fixture starts once), or, below, every test of a directory, for a fixture they
+# share per session or because no two of their tests should overlap.
+XDIST_DIRECTORY_SCOPES = {
+    "tests/bench/": "bench",  # one `jetkafka bench` run of Spark and latency (tests/bench/conftest.py)
+    "tests/spark/": "spark",  # one Spark session; their subprocesses start Spark drivers of their own
+    "tests/kafka_groups/": "kafka_groups",  # one Tansu broker
+    "tests/faults/": "faults",  # they freeze, kill and restart servers of their own
+}
+
+
+def xdist_scope(nodeid: str) -> str:
+    """The scope, of the test ``nodeid``, that one xdist worker runs whole."""
+    module = nodeid.split("::", 1)[0]
+    for directory, scope in XDIST_DIRECTORY_SCOPES.items():
+        if module.startswith(directory):
+            return scope
+    return module
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, when it is installed
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadscope`` with the scopes of :func:`xdist_scope` (pytest-xdist's own: module or class)."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return Scheduling(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         # A test that uses the shared servers needs a live ZooKeeper and broker: `-m "not
