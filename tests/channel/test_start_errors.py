@@ -49,7 +49,8 @@ def test_unreachable_zookeeper(kafka_config) -> None:
 
 def test_unreachable_broker(zk_connect) -> None:
     kafka = {"bootstrap.servers": f"127.0.0.1:{free_port()}", "socket.connection.setup.timeout.ms": 1000}
-    channel = InboundChannel.from_dict(channel_config(zk_connect, kafka, ["t"]), processor=RecordingProcessor())
+    config = channel_config(zk_connect, kafka, ["t"], kafka_connection_timeout_s=2)
+    channel = InboundChannel.from_dict(config, processor=RecordingProcessor())
     with pytest.raises(ConnectError) as info:
         channel.start()
     assert "cannot reach Kafka" in str(info.value)

@@ -109,7 +109,7 @@ def test_kafka_group_unreadable_starts_nothing(zk_connect: str, kafka_config: di
     topic = topic_factory(partitions=1)
     fetcher = Fetcher(kafka_config, "g", lambda key: None, lambda state: None, BufferBudget(10, 1000))
     unreachable = {**kafka_config, "bootstrap.servers": "127.0.0.1:9"}
-    config = channel_config(unreachable, "kafka-group")
+    config = channel_config(unreachable, "kafka-group", kafka_connection_timeout_s=2)
     try:
         with two_clients(zk_connect) as (a, _):
             own = PartitionOwnership(a, PATHS, "a")
